@@ -1,0 +1,14 @@
+"""graphrt: an ONNX runtime whose kernels are compiled with Numba."""
+from .threads import pin_layer as _pin_layer
+
+_pin_layer()
+
+from .errors import ErrorKind, SessionError  # noqa: E402
+from .ir import TensorInfo  # noqa: E402
+from .model import Model, load  # noqa: E402
+from .options import CancelToken, Mode, OptimizationLevel, SessionOptions, WeightStorage  # noqa: E402
+from .session import Session  # noqa: E402
+
+__all__ = ["load", "Model", "Session", "SessionOptions", "SessionError", "ErrorKind", "TensorInfo",
+           "CancelToken", "Mode", "OptimizationLevel", "WeightStorage"]
+__version__ = "0.1.0"

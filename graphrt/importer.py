@@ -1,0 +1,206 @@
+"""ONNX protobuf -> IrModel. The only module that touches protobuf.
+
+Weights are copied out of the protobuf so the caller may drop the ModelProto. External data
+is read relative to the model's folder and may not name a file outside it.
+"""
+from __future__ import annotations
+
+import io
+import os
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from . import dtypes
+from .errors import ErrorKind, SessionError
+from .ir import IrGraph, IrModel, IrNode, TensorInfo
+from .options import CancelToken
+
+
+def read_model(src, cancel: CancelToken | None = None) -> tuple[IrModel, bytes]:
+    """Load ``src`` (path, bytes, binary file object or ModelProto); returns the IR and the
+    serialized model bytes (kept for pickling)."""
+    base_dir = None
+    try:
+        if isinstance(src, onnx.ModelProto):
+            proto = src
+        elif isinstance(src, (bytes, bytearray, memoryview)):
+            proto = onnx.load_model_from_string(bytes(src))
+        elif isinstance(src, (str, os.PathLike)):
+            path = os.fspath(src)
+            if not os.path.isfile(path):
+                raise SessionError(ErrorKind.INVALID_MODEL, f"no model file at {path!r}")
+            base_dir = os.path.dirname(os.path.abspath(path))
+            with open(path, "rb") as f:
+                proto = onnx.load_model_from_string(f.read())
+        elif isinstance(src, io.IOBase) or hasattr(src, "read"):
+            data = src.read()
+            if not isinstance(data, (bytes, bytearray)):
+                raise SessionError(ErrorKind.INVALID_MODEL, "the file object must be opened in binary mode")
+            proto = onnx.load_model_from_string(bytes(data))
+        else:
+            raise SessionError(ErrorKind.INVALID_MODEL,
+                               f"cannot load a model from a {type(src).__name__}")
+    except SessionError:
+        raise
+    except Exception as e:  # protobuf decode errors and the like
+        raise SessionError(ErrorKind.INVALID_MODEL, f"not a readable ONNX model: {e}") from None
+    if not proto.HasField("graph"):
+        raise SessionError(ErrorKind.INVALID_MODEL, "the model has no graph")
+    opsets = {}
+    for imp in proto.opset_import:
+        domain = "" if imp.domain in ("", "ai.onnx") else imp.domain
+        opsets[domain] = int(imp.version)
+    if "" not in opsets and proto.ir_version < 3:
+        opsets[""] = 1
+    importer = _Importer(base_dir, cancel)
+    graph = importer.graph(proto.graph)
+    model = IrModel(graph, opsets, int(proto.ir_version), proto.producer_name)
+    return model, proto.SerializeToString()
+
+
+class _Importer:
+    def __init__(self, base_dir: str | None, cancel: CancelToken | None):
+        self.base_dir = base_dir
+        self.cancel = cancel
+
+    def _check_cancel(self):
+        if self.cancel is not None and self.cancel.cancelled:
+            raise SessionError(ErrorKind.CANCELLED, "cancelled while importing the model")
+
+    def graph(self, g: onnx.GraphProto) -> IrGraph:
+        inits = {}
+        for t in g.initializer:
+            self._check_cancel()
+            inits[t.name] = self.tensor(t)
+        for st in g.sparse_initializer:
+            self._check_cancel()
+            inits[st.values.name] = self.sparse(st)
+        nodes = []
+        for i, n in enumerate(g.node):
+            self._check_cancel()
+            name = n.name or f"{n.op_type}_{i}"
+            attrs = {a.name: self.attribute(a, name) for a in n.attribute}
+            domain = "" if n.domain in ("", "ai.onnx") else n.domain
+            nodes.append(IrNode(name, n.op_type, domain, list(n.input), list(n.output), attrs))
+        infos = {v.name: value_info(v) for v in g.value_info}
+        return IrGraph(g.name, nodes, [value_info(v) for v in g.input],
+                       [value_info(v) for v in g.output], inits, infos)
+
+    def tensor(self, t: onnx.TensorProto) -> np.ndarray:
+        if t.data_type == onnx.TensorProto.UNDEFINED:
+            raise SessionError(ErrorKind.INVALID_MODEL, f"tensor {t.name!r} has no element type")
+        if t.data_location == onnx.TensorProto.EXTERNAL:
+            return self.external(t)
+        try:
+            arr = numpy_helper.to_array(t)
+        except Exception as e:
+            raise SessionError(ErrorKind.INVALID_MODEL, f"tensor {t.name!r} cannot be read: {e}") from None
+        return _own(arr)
+
+    def sparse(self, st: onnx.SparseTensorProto) -> np.ndarray:
+        values = self.tensor(st.values)
+        idx = self.tensor(st.indices).astype(np.int64)
+        dense = np.zeros(tuple(st.dims), dtype=values.dtype)
+        if idx.ndim == 1:
+            dense.reshape(-1)[idx] = values
+        else:
+            dense[tuple(idx.T)] = values
+        return dense
+
+    def external(self, t: onnx.TensorProto) -> np.ndarray:
+        info = {e.key: e.value for e in t.external_data}
+        where = f"external data of tensor {t.name!r}"
+        if self.base_dir is None:
+            raise SessionError(ErrorKind.INVALID_MODEL,
+                               f"{where} needs the model to be loaded from a path")
+        location = info.get("location", "")
+        if not location or os.path.isabs(location):
+            raise SessionError(ErrorKind.INVALID_MODEL, f"{where}: location {location!r} must be a relative path")
+        base = os.path.realpath(self.base_dir)
+        path = os.path.realpath(os.path.join(base, location))
+        if os.path.commonpath([base, path]) != base:
+            raise SessionError(ErrorKind.INVALID_MODEL,
+                               f"{where}: location {location!r} is outside the model's folder")
+        try:
+            dtype = dtypes.to_numpy(t.data_type)
+        except (KeyError, ValueError) as e:
+            raise SessionError(ErrorKind.UNSUPPORTED, f"{where}: {e}") from None
+        count = int(np.prod(t.dims, dtype=np.int64))
+        offset = int(info.get("offset", 0))
+        length = int(info.get("length", count * dtype.itemsize))
+        if length != count * dtype.itemsize:
+            raise SessionError(ErrorKind.INVALID_MODEL, f"{where}: length {length} does not match dims {list(t.dims)}")
+        try:
+            with open(path, "rb") as f:
+                f.seek(offset)
+                data = f.read(length)
+        except OSError as e:
+            raise SessionError(ErrorKind.INVALID_MODEL, f"{where}: {e}") from None
+        if len(data) != length:
+            raise SessionError(ErrorKind.INVALID_MODEL, f"{where}: file {location!r} is too short")
+        return np.frombuffer(data, dtype=dtype.newbyteorder("<")).astype(dtype).reshape(tuple(t.dims))
+
+    def attribute(self, a: onnx.AttributeProto, node: str):
+        T = onnx.AttributeProto
+        if a.type == T.FLOAT:
+            return float(a.f)
+        if a.type == T.INT:
+            return int(a.i)
+        if a.type == T.STRING:
+            return a.s.decode("utf-8", "replace")
+        if a.type == T.TENSOR:
+            return self.tensor(a.t)
+        if a.type == T.SPARSE_TENSOR:
+            return self.sparse(a.sparse_tensor)
+        if a.type == T.GRAPH:
+            return self.graph(a.g)
+        if a.type == T.FLOATS:
+            return [float(x) for x in a.floats]
+        if a.type == T.INTS:
+            return [int(x) for x in a.ints]
+        if a.type == T.STRINGS:
+            return [s.decode("utf-8", "replace") for s in a.strings]
+        if a.type == T.TENSORS:
+            return [self.tensor(t) for t in a.tensors]
+        if a.type == T.GRAPHS:
+            return [self.graph(g) for g in a.graphs]
+        if a.type == T.TYPE_PROTO:
+            return a.tp
+        raise SessionError(ErrorKind.INVALID_MODEL, f"attribute {a.name!r} has an unknown type", node)
+
+
+def value_info(v: onnx.ValueInfoProto) -> TensorInfo:
+    t = v.type
+    which = t.WhichOneof("value")
+    if which == "tensor_type":
+        tt = t.tensor_type
+        try:
+            dt = dtypes.to_numpy(tt.elem_type) if tt.elem_type else None
+        except (KeyError, ValueError):
+            dt = None
+        dims = None
+        if tt.HasField("shape"):
+            dims = tuple(_dim(d) for d in tt.shape.dim)
+        return TensorInfo(v.name, dt, dims, "tensor", int(tt.elem_type))
+    if which == "sequence_type":
+        return TensorInfo(v.name, np.dtype(np.uint8), None, "sequence")
+    if which == "optional_type":
+        return TensorInfo(v.name, np.dtype(np.uint8), None, "optional")
+    return TensorInfo(v.name, None, None, "tensor")
+
+
+def _dim(d):
+    if d.HasField("dim_value"):
+        return int(d.dim_value)
+    if d.HasField("dim_param"):
+        return d.dim_param
+    return None
+
+
+def _own(arr: np.ndarray) -> np.ndarray:
+    """A C-contiguous array that owns its memory (no reference into the protobuf). It stays
+    writeable: numba compiles read-only arrays as a type of their own, and kernels never write
+    their inputs."""
+    return np.array(arr, copy=True, order="C")

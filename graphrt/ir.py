@@ -1,0 +1,54 @@
+"""The model as graphrt holds it after import: plain Python objects, no protobuf."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """A graph input or output: name, element type, dims and kind.
+
+    ``dims`` holds ints for fixed extents, strings for symbolic ones and None for unknown
+    ones; ``dims`` itself is None when not even the rank is known. ``kind`` is "tensor",
+    "sequence" or "optional".
+    """
+
+    name: str
+    dtype: np.dtype | None
+    dims: tuple | None
+    kind: str = "tensor"
+    elem_code: int = 0          # the ONNX element type code (also when numpy has no dtype)
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.dims is None else len(self.dims)
+
+
+@dataclass
+class IrNode:
+    name: str
+    op_type: str
+    domain: str
+    inputs: list[str]            # "" marks a missing optional input
+    outputs: list[str]           # "" marks an unused optional output
+    attrs: dict = field(default_factory=dict)
+
+
+@dataclass
+class IrGraph:
+    name: str
+    nodes: list[IrNode]
+    inputs: list[TensorInfo]
+    outputs: list[TensorInfo]
+    initializers: dict[str, np.ndarray]
+    value_info: dict[str, TensorInfo] = field(default_factory=dict)
+
+
+@dataclass
+class IrModel:
+    graph: IrGraph
+    opsets: dict[str, int]       # domain ("" is the default ONNX domain) -> version
+    ir_version: int = 0
+    producer: str = ""

@@ -1,0 +1,254 @@
+"""MatMul and Gemm: matrix products with one fixed accumulation order.
+
+For every output element, acc starts at 0 and for k ascending acc = acc + a[i, k] * b[k, j],
+in the element type (a float32 accumulator for float32). The kernel walks a row block of
+the output, a block of columns and a block of k at a time and keeps the partial sums in the
+output itself, so blocking changes where sums wait, never their order. Work is split over
+row blocks only, so the bits do not depend on the thread count. In the fast variant each
+step may be an FMA; the exact variant has none, and rewrites NaN results to the canonical
+quiet NaN. Integer products wrap around.
+
+Gemm: y = alpha * (A' B') + beta * C with A' = A or A^T, B' = B or B^T and C broadcast
+unidirectionally to (M, N). The epilogue is two correctly rounded multiplies and an add in
+both modes (see ``_epilogue``).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from ..threads import ensure_layer
+from .base import InferContext, OpKernel, RunContext
+from .broadcast import broadcast_shape, element_strides
+from .jit import Variants
+
+EXACT = False
+GEMM = False
+EPILOGUE = None
+SCALE = None
+PACKED = False
+
+PARALLEL_WORK = 1 << 18     # multiply-adds (batch * M * N * K) from which rows go parallel
+RB = 8                      # rows per task
+RB_PACKED = 32              # rows per task when B is packed (they share each panel)
+JB = 1024                   # columns per block: one output row block stays in L1
+JB_PACKED = 256             # columns per block when B is read across rows (transB)
+KB = 64                     # k per block: the B panel (KB x JB) stays in L2
+
+# geometry vector layout (int64), filled by infer
+_M, _N, _K, _A_SI, _A_SK, _B_SK, _B_SJ, _C_SI, _C_SJ, _HAS_C, _RB = range(11)
+
+
+# fastmath=False must be explicit: a callee with no fastmath option inherits its first
+# caller's flags (numba's ConfigStack), and the fast variant would then contract the
+# epilogue into an FMA for every caller, the exact variant included. Fastmath flags are per
+# instruction, so these stay two multiplies and an add when inlined into a fast variant.
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+def _epilogue(alpha, acc, beta, c):
+    return alpha * acc + beta * c
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+def _scale(alpha, acc):
+    return alpha * acc
+
+
+def _product(a, b, c, out, offa, offb, geo, alpha, beta, tasks, slots):
+    m = geo[_M]
+    n = geo[_N]
+    kk = geo[_K]
+    a_si = geo[_A_SI]
+    a_sk = geo[_A_SK]
+    b_sk = geo[_B_SK]
+    b_sj = geo[_B_SJ]
+    c_si = geo[_C_SI]
+    c_sj = geo[_C_SJ]
+    has_c = geo[_HAS_C] != 0
+    jb = JB_PACKED if PACKED else JB
+    # B read across its rows (transB) is first copied, one KB x jb panel at a time, into
+    # a per-thread panel laid out like an untransposed B, so the j loops stay contiguous.
+    panels = np.empty((slots, KB * JB_PACKED), b.dtype)
+    rb = geo[_RB]
+    blocks = (m + rb - 1) // rb
+    for t in prange(tasks):
+        batch = t // blocks
+        r0 = (t - batch * blocks) * rb
+        r1 = min(m, r0 + rb)
+        ao = offa[batch]
+        bo = offb[batch]
+        oo = batch * m * n
+        for j0 in range(0, n, jb):
+            w = min(n, j0 + jb) - j0
+            for i in range(r0, r1):
+                # Row slices (rather than o + j indexing) let LLVM drop the negative-index
+                # wrap-around and vectorise the j loops.
+                row = out[oo + i * n + j0:oo + i * n + j0 + w]
+                for j in range(w):
+                    row[j] = 0
+            for k0 in range(0, kk, KB):
+                k1 = min(kk, k0 + KB)
+                if PACKED:
+                    src = panels[numba.get_thread_id()]
+                    for j in range(w):
+                        bj = bo + (j0 + j) * b_sj
+                        for k in range(k0, k1):
+                            src[(k - k0) * w + j] = b[bj + k * b_sk]
+                    s0 = -k0 * w
+                    sk = w
+                else:
+                    src = b
+                    s0 = bo + j0
+                    sk = b_sk
+                for i in range(r0, r1):
+                    row = out[oo + i * n + j0:oo + i * n + j0 + w]
+                    ai = ao + i * a_si
+                    for k in range(k0, k1):
+                        x = a[ai + k * a_sk]
+                        bs = s0 + k * sk
+                        brow = src[bs:bs + w]
+                        for j in range(w):
+                            row[j] = row[j] + x * brow[j]
+            for i in range(r0, r1):
+                row = out[oo + i * n + j0:oo + i * n + j0 + w]
+                if GEMM:
+                    cs = i * c_si + j0 * c_sj
+                    for j in range(w):
+                        if has_c:
+                            row[j] = EPILOGUE(alpha, row[j], beta, c[cs + j * c_sj])
+                        else:
+                            row[j] = SCALE(alpha, row[j])
+                if EXACT:
+                    for j in range(w):
+                        v = row[j]
+                        if v != v:
+                            row[j] = np.nan
+
+
+_MATMUL = Variants(_product, "matmul", parallel=True, GEMM=False)
+_GEMM = Variants(_product, "gemm", parallel=True, GEMM=True, EPILOGUE=_epilogue, SCALE=_scale)
+_GEMM_PACKED = Variants(_product, "gemm_packed", parallel=True, GEMM=True, EPILOGUE=_epilogue,
+                        SCALE=_scale, PACKED=True)
+
+
+class _Prepared:
+    __slots__ = ("fn", "offa", "offb", "geo", "tasks", "alpha", "beta", "slots")
+
+
+def _prepare(ctx, variants, dt, nb, offa, offb, geo, alpha=1, beta=1):
+    m, n, k = int(geo[_M]), int(geo[_N]), int(geo[_K])
+    p = _Prepared()
+    parallel = nb * m * n * k >= PARALLEL_WORK
+    packed = geo[_B_SJ] != 1
+    # One packing panel per pool thread: numba thread ids are below the pool size.
+    p.slots = numba.config.NUMBA_NUM_THREADS if packed else 0
+    if packed:
+        variants = _GEMM_PACKED
+        # numba.get_thread_id links against the threading layer, even in serial code
+        # loaded from the cache: the layer must be running before the kernel is.
+        ensure_layer()
+    p.fn = variants.get(ctx.exact, parallel)
+    p.offa = np.asarray(offa, dtype=np.int64)
+    p.offb = np.asarray(offb, dtype=np.int64)
+    geo[_RB] = RB_PACKED if packed else RB
+    p.geo = np.asarray(geo, dtype=np.int64)
+    p.tasks = nb * (-(-m // geo[_RB]))
+    p.alpha = dt.type(alpha)
+    p.beta = dt.type(beta)
+    ctx.prepared = p
+
+
+class MatMul(OpKernel):
+    """numpy matmul: a 1-D A is a row (1, K), a 1-D B a column (K, 1), and the added axis
+    is dropped from the result; leading (batch) axes broadcast."""
+
+    supports_exact = True
+    ALLOWED = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64,
+                                             np.uint32, np.uint64))
+
+    def infer(self, ctx: InferContext) -> None:
+        dt = ctx.same_dtype(0, 1)
+        ctx.check_dtype(0, self.ALLOWED)
+        sa, sb = tuple(ctx.shape(0)), tuple(ctx.shape(1))
+        if not sa or not sb:
+            ctx.fail(f"operands must have rank 1 or more, got shapes {list(sa)} and {list(sb)}")
+        a2 = (1,) + sa if len(sa) == 1 else sa
+        b2 = sb + (1,) if len(sb) == 1 else sb
+        m, k = a2[-2:]
+        k2, n = b2[-2:]
+
+        def bad(_msg=None):
+            ctx.fail(f"shapes {list(sa)} and {list(sb)} cannot be multiplied")
+
+        if k != k2:
+            bad()
+        batch = broadcast_shape([a2[:-2], b2[:-2]], bad)
+        shape = batch + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
+        ctx.set_output(0, dt, shape)
+        nb = int(np.prod(batch, dtype=np.int64))
+        offa = _batch_offsets(a2[:-2], batch, m * k)
+        offb = _batch_offsets(b2[:-2], batch, k * n)
+        geo = [0] * 11
+        geo[_M], geo[_N], geo[_K] = m, n, k
+        geo[_A_SI], geo[_A_SK], geo[_B_SK], geo[_B_SJ] = k, 1, n, 1
+        _prepare(ctx, _MATMUL, dt, nb, offa, offb, geo)
+
+    def run(self, ctx: RunContext) -> None:
+        p = ctx.prepared
+        a, b = ctx.flat_in
+        out = ctx.flat_out[0]
+        p.fn(a, b, out, out, p.offa, p.offb, p.geo, p.alpha, p.beta, p.tasks, p.slots)
+
+
+def _batch_offsets(shape, batch, matrix_size) -> np.ndarray:
+    """Element offset of each batch matrix of a C-contiguous operand, in output batch order."""
+    index = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
+    return np.broadcast_to(index, batch).reshape(-1) * matrix_size
+
+
+class Gemm(OpKernel):
+    """Y = alpha * A' B' + beta * C (opset 7+; C optional from opset 11)."""
+
+    supports_exact = True
+    ALLOWED = frozenset(np.dtype(t) for t in (np.float32, np.float64))
+
+    def __init__(self, node):
+        super().__init__(node)
+        self.trans_a = int(node.attr("transA", 0)) != 0
+        self.trans_b = int(node.attr("transB", 0)) != 0
+        self.alpha = float(node.attr("alpha", 1.0))
+        self.beta = float(node.attr("beta", 1.0))
+
+    def infer(self, ctx: InferContext) -> None:
+        has_c = ctx.has_input(2)
+        dt = ctx.same_dtype(0, 1, 2) if has_c else ctx.same_dtype(0, 1)
+        ctx.check_dtype(0, self.ALLOWED)
+        if not has_c and self.node.opset < 11:
+            ctx.fail("input C is required before opset 11")
+        sa, sb = tuple(ctx.shape(0)), tuple(ctx.shape(1))
+        if len(sa) != 2 or len(sb) != 2:
+            ctx.fail(f"A and B must be matrices, got shapes {list(sa)} and {list(sb)}")
+        m, k = (sa[1], sa[0]) if self.trans_a else sa
+        k2, n = (sb[1], sb[0]) if self.trans_b else sb
+        if k != k2:
+            ctx.fail(f"shapes {list(sa)} (transA={int(self.trans_a)}) and {list(sb)} "
+                     f"(transB={int(self.trans_b)}) cannot be multiplied")
+        geo = [0] * 11
+        if has_c:
+            sc = tuple(ctx.shape(2))
+            if len(sc) > 2 or any(d not in (1, e) for d, e in zip(sc[::-1], (n, m))):
+                ctx.fail(f"C of shape {list(sc)} does not broadcast to {[m, n]}")
+            geo[_C_SI], geo[_C_SJ] = element_strides(sc, (m, n))
+            geo[_HAS_C] = 1
+        ctx.set_output(0, dt, (m, n))
+        geo[_M], geo[_N], geo[_K] = m, n, k
+        geo[_A_SI], geo[_A_SK] = (1, m) if self.trans_a else (k, 1)
+        geo[_B_SK], geo[_B_SJ] = (1, k) if self.trans_b else (n, 1)
+        _prepare(ctx, _GEMM, dt, 1, [0], [0], geo, self.alpha, self.beta)
+
+    def run(self, ctx: RunContext) -> None:
+        p = ctx.prepared
+        a, b = ctx.flat_in[0], ctx.flat_in[1]
+        out = ctx.flat_out[0]
+        c = ctx.flat_in[2] if len(ctx.flat_in) > 2 and ctx.flat_in[2] is not None else out
+        p.fn(a, b, c, out, p.offa, p.offb, p.geo, p.alpha, p.beta, p.tasks, p.slots)

@@ -1,0 +1,61 @@
+"""The per-run arena: dynamic values and kernel scratch, reset at the start of every run.
+
+A bump allocator over one 64-byte-aligned uint8 buffer. When a run needs more, another
+chunk is added; at the next reset the chunks are replaced by one of their total size, so a
+steady workload settles on one buffer and allocates nothing.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ErrorKind, SessionError
+
+ALIGN = 64
+
+
+def aligned_bytes(n: int) -> np.ndarray:
+    """A uint8 array of ``n`` bytes whose data pointer is a multiple of 64."""
+    raw = np.empty(n + ALIGN, dtype=np.uint8)
+    start = (-raw.ctypes.data) % ALIGN
+    return raw[start:start + n]
+
+
+class Arena:
+    __slots__ = ("chunks", "used", "total", "limit", "poison")
+
+    def __init__(self, limit: int, poison: bool = False):
+        self.chunks: list[np.ndarray] = []
+        self.used = 0           # bytes used in the last chunk
+        self.total = 0          # bytes handed out this run
+        self.limit = limit
+        self.poison = poison
+
+    def reset(self) -> None:
+        if len(self.chunks) > 1:
+            size = sum(c.size for c in self.chunks)
+            self.chunks = [aligned_bytes(size)]
+        if self.poison:
+            for c in self.chunks:
+                c.fill(0xFF)
+        self.used = 0
+        self.total = 0
+
+    def take(self, dtype: np.dtype, shape: tuple, node: str | None = None) -> np.ndarray:
+        count = 1
+        for d in shape:
+            if d < 0:
+                raise SessionError(ErrorKind.INVALID_INPUT, f"negative extent in shape {list(shape)}", node)
+            count *= d
+        n = count * dtype.itemsize
+        if self.total + n > self.limit:
+            raise SessionError(ErrorKind.INVALID_INPUT,
+                               f"a run-time buffer of {n} bytes would pass the arena limit of "
+                               f"{self.limit} bytes", node)
+        rounded = (n + ALIGN - 1) // ALIGN * ALIGN
+        if not self.chunks or self.used + rounded > self.chunks[-1].size:
+            self.chunks.append(aligned_bytes(max(rounded, 1 << 16)))
+            self.used = 0
+        buf = self.chunks[-1][self.used:self.used + n]
+        self.used += rounded
+        self.total += rounded
+        return buf.view(dtype).reshape(shape)

@@ -1,0 +1,190 @@
+"""Making an ExecutionPlan for one list of input element types and shapes (contract §3).
+
+1. Types and shapes: nodes in graph order, each kernel's infer states its outputs.
+2. Constant evaluation: a node whose inputs are all constants runs now, unless its result
+   would be larger than both its inputs and 64 KiB; a view of a constant is a constant.
+3. Dynamic nodes (a run-time-shaped input, data-dependent outputs, or run-time values
+   required) are shaped again in every run and take their outputs from the arena.
+4. Memory: static values get slab offsets from plan_slab.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ErrorKind, SessionError
+from ..graph import CompiledGraph, CompiledNode
+from ..kernels.base import InferContext, RunContext
+from .memory import MAX_SLAB, plan_slab
+
+FOLD_LIMIT = 64 * 1024
+
+CONST, STATIC, DYNAMIC = "const", "static", "dynamic"
+
+
+@dataclass
+class Fact:
+    kind: str
+    dtype: np.dtype | None = None
+    shape: tuple | None = None
+    value: np.ndarray | None = None
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+@dataclass
+class Step:
+    node: CompiledNode
+    dynamic: bool
+    view: bool = False          # static view: made once per run state, nothing to run
+    prepared: object = None
+
+
+class ExecutionPlan:
+    """Immutable after creation; shared by concurrent runs (run states are per run)."""
+
+    def __init__(self, graph: CompiledGraph, signature: tuple, facts: list, steps: list,
+                 offsets: dict, slab_size: int, freed_after: list, in_place: dict):
+        self.graph = graph
+        self.signature = signature
+        self.facts = facts
+        self.steps = steps
+        self.offsets = offsets
+        self.slab_size = slab_size
+        self.freed_after = freed_after
+        self.in_place = in_place
+        self.dynamic_ids = [o for st in steps if st.dynamic for o in st.node.outputs if o >= 0]
+
+
+def build_plan(graph: CompiledGraph, signature: tuple, early_free: str | None = None) -> ExecutionPlan:
+    """``signature``: ((dtype, shape), ...) in graph input order. ``early_free`` names a
+    value whose slab block is freed too early (a planted fault for checked-mode tests)."""
+    exact = graph.exact
+    facts: list[Fact | None] = [None] * graph.n_values
+    for vid, arr in graph.constants.items():
+        facts[vid] = Fact(CONST, arr.dtype, arr.shape, arr)
+    for vid, (dtype, shape) in zip(graph.input_ids, signature):
+        facts[vid] = Fact(STATIC, np.dtype(dtype), tuple(shape))
+
+    steps: list[Step] = []
+    for node in graph.nodes:
+        ins = [facts[i] if i >= 0 else None for i in node.inputs]
+        kernel = node.kernel
+        dynamic = kernel.outputs_data_dependent or any(f is not None and f.kind == DYNAMIC for f in ins)
+        ctx = None
+        if not dynamic:
+            ctx = InferContext(node.info, exact, [f.dtype if f else None for f in ins],
+                               [f.shape if f else None for f in ins],
+                               [f.value if f else None for f in ins], len(node.outputs))
+            kernel.infer(ctx)
+            dynamic = ctx.needs_values
+        if dynamic:
+            for o in node.outputs:
+                if o >= 0:
+                    facts[o] = Fact(DYNAMIC)
+            steps.append(Step(node, dynamic=True))
+            continue
+        _check_stated(node, ctx)
+        if any(c is not None for c in ctx.constants):
+            if not all(c is not None for c, o in zip(ctx.constants, node.outputs) if o >= 0):
+                node.info.fail("states some outputs constant and some not")
+            for o, c in zip(node.outputs, ctx.constants):
+                if o >= 0:
+                    facts[o] = Fact(CONST, c.dtype, c.shape, c)
+            continue
+        outs = [Fact(STATIC, d, s) for d, s in zip(ctx.out_dtypes, ctx.out_shapes)]
+        if kernel.view_of_input:
+            src = ins[0]
+            if outs[0].nbytes != src.nbytes or outs[0].dtype != src.dtype:
+                node.info.fail("a view must keep the element type and the size")
+            if src.kind == CONST:
+                outs[0] = Fact(CONST, src.dtype, outs[0].shape, src.value.reshape(outs[0].shape))
+                facts[node.outputs[0]] = outs[0]
+            else:
+                facts[node.outputs[0]] = outs[0]
+                steps.append(Step(node, dynamic=False, view=True))
+            continue
+        present = [f for f in ins if f is not None]
+        if present and kernel.constant_foldable and all(f.kind == CONST for f in present):
+            out_bytes = sum(f.nbytes for f in outs)
+            if not (out_bytes > max(f.nbytes for f in present) and out_bytes > FOLD_LIMIT):
+                for o, arr in zip(node.outputs, _fold(node, ins, outs, ctx.prepared, exact)):
+                    if o >= 0:
+                        facts[o] = Fact(CONST, arr.dtype, arr.shape, arr)
+                continue
+        for o, f in zip(node.outputs, outs):
+            if o >= 0:
+                facts[o] = f
+        steps.append(Step(node, dynamic=False, prepared=ctx.prepared))
+
+    layout = _layout(graph, facts, steps, early_free)
+    if layout.size > MAX_SLAB:
+        raise SessionError(ErrorKind.UNSUPPORTED,
+                           f"the plan for input shapes {[list(s) for _, s in signature]} needs a "
+                           f"slab of {layout.size} bytes, more than the 2 GiB limit")
+    return ExecutionPlan(graph, signature, facts, steps, layout.offsets, layout.size,
+                         layout.freed_after, layout.in_place)
+
+
+def _check_stated(node: CompiledNode, ctx: InferContext) -> None:
+    for i, o in enumerate(node.outputs):
+        if o >= 0 and ctx.out_dtypes[i] is None:
+            node.info.fail(f"infer stated no type for output {i}")
+        if o >= 0 and any(d < 0 for d in ctx.out_shapes[i]):
+            node.info.fail(f"infer stated a negative extent for output {i}: {list(ctx.out_shapes[i])}")
+
+
+def _fold(node: CompiledNode, ins, outs, prepared, exact: bool) -> list[np.ndarray]:
+    """Run the node now on constant inputs: the same kernel, so the same bits."""
+    arrays = [np.empty(f.shape, f.dtype) for f in outs]
+    ctx = RunContext(node.info, [f.value if f is not None else None for f in ins], arrays,
+                     prepared, exact)
+    run_kernel(node, ctx)
+    return arrays
+
+
+def run_kernel(node: CompiledNode, ctx: RunContext) -> None:
+    """``kernel.run`` with foreign failures turned into a SessionError naming the node."""
+    try:
+        node.kernel.run(ctx)
+    except SessionError:
+        raise
+    except Exception as e:  # a kernel bug or a numba typing failure
+        raise SessionError(ErrorKind.UNSUPPORTED,
+                           f"{node.info.op_type} failed: {type(e).__name__}: {e}".splitlines()[0],
+                           node.info.name) from e
+
+
+def _layout(graph: CompiledGraph, facts, steps, early_free):
+    """Describe the static values and steps to plan_slab. Step 0 makes the graph inputs."""
+    made = [[v for v in graph.input_ids]]
+    reads = [[]]
+    in_place = {}
+    views = {}
+    for st in steps:
+        s = len(made)
+        made.append([o for o in st.node.outputs if o >= 0 and facts[o].kind == STATIC])
+        reads.append([i for i in st.node.inputs if i >= 0 and facts[i].kind == STATIC])
+        if st.view:
+            views[st.node.outputs[0]] = st.node.inputs[0]
+        elif not st.dynamic and st.node.kernel.in_place_input and st.node.inputs \
+                and st.node.inputs[0] >= 0 and facts[st.node.inputs[0]].kind == STATIC \
+                and st.node.inputs.count(st.node.inputs[0]) == 1:
+            in_place[s] = (st.node.outputs[0], st.node.inputs[0])
+    static = [v for vs in made for v in vs]
+    keep = {v for v in graph.output_ids if facts[v].kind == STATIC}
+    early = None
+    if early_free is not None:
+        early = graph.value_names.index(early_free)
+    layout = plan_slab(len(made), made, reads, {v: facts[v].nbytes for v in static},
+                       {v: facts[v].dtype for v in static}, views, in_place, keep, early)
+    return layout
+
+
+def checked_mode() -> bool:
+    """GRAPHRT_CHECKED=1 poisons slab blocks as their values die and the arena at reset."""
+    return os.environ.get("GRAPHRT_CHECKED", "") not in ("", "0")

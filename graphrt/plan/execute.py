@@ -1,0 +1,70 @@
+"""Running a plan with one run state: stage inputs, walk the steps, hand out outputs."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ErrorKind, SessionError
+from ..kernels.base import InferContext, RunContext
+from .build import ExecutionPlan, run_kernel
+from .state import RunState
+
+
+def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool) -> None:
+    """Run every step; afterwards ``state.values[vid]`` holds each value of the run."""
+    values = state.values
+    for vid, x in zip(plan.graph.input_ids, feeds):
+        np.copyto(values[vid], x, casting="no")
+    state.arena.reset()
+    slab = state.slab
+    if poison:
+        _poison(slab, plan.freed_after[0])
+    contexts = state.contexts
+    for i, st in enumerate(plan.steps):
+        if cancel is not None and cancel.cancelled:
+            raise SessionError(ErrorKind.CANCELLED, "the run was cancelled", st.node.info.name)
+        if st.dynamic:
+            _run_dynamic(st.node, values, state.arena, plan.graph.exact)
+        elif not st.view:
+            run_kernel(st.node, contexts[i])
+        if poison:
+            _poison(slab, plan.freed_after[i + 1])
+
+
+def release_dynamic(plan: ExecutionPlan, state: RunState) -> None:
+    """Drop the run's references to arena memory."""
+    for vid in plan.dynamic_ids:
+        state.values[vid] = None
+
+
+def _run_dynamic(node, values, arena, exact: bool) -> None:
+    ins = [values[i] if i >= 0 else None for i in node.inputs]
+    n_out = len(node.outputs)
+    kernel = node.kernel
+    if kernel.outputs_data_dependent:
+        ctx = RunContext(node.info, ins, [None] * n_out, None, exact, arena)
+    else:
+        ictx = InferContext(node.info, exact, [a.dtype if a is not None else None for a in ins],
+                            [a.shape if a is not None else None for a in ins], ins, n_out)
+        kernel.infer(ictx)
+        if any(c is not None for c in ictx.constants):
+            for o, c in zip(node.outputs, ictx.constants):
+                if o >= 0:
+                    values[o] = c
+            return
+        if kernel.view_of_input:
+            values[node.outputs[0]] = ins[0].reshape(ictx.out_shapes[0])
+            return
+        outs = [arena.take(d, s, node.info.name) if o >= 0 else None
+                for o, d, s in zip(node.outputs, ictx.out_dtypes, ictx.out_shapes)]
+        ctx = RunContext(node.info, ins, outs, ictx.prepared, exact, arena)
+    run_kernel(node, ctx)
+    for o, arr in zip(node.outputs, ctx.outputs):
+        if o >= 0:
+            if arr is None:
+                node.info.fail("the kernel produced no value for a used output")
+            values[o] = arr
+
+
+def _poison(slab: np.ndarray, blocks) -> None:
+    for off, size in blocks:
+        slab[off:off + size] = 0xFF

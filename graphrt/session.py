@@ -1,0 +1,229 @@
+"""Session: named inputs and outputs, thread-safe runs (contract section 4)."""
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+import numba
+import numpy as np
+
+from . import dtypes as _dt
+from . import threads
+from .errors import ErrorKind, SessionError
+from .graph import CompiledGraph
+from .importer import read_model
+from .ir import TensorInfo
+from .kernels.paths import best_path
+from .kernels.table import DEFAULT, OperatorTable
+from .options import CancelToken, SessionOptions
+from .plan.build import CONST, STATIC, checked_mode
+from .plan.cache import PlanCache
+from .plan.execute import execute, release_dynamic
+
+
+class Session:
+    """An imported, compiled model. ``run`` may be called from any number of threads."""
+
+    def __init__(self, src, options: SessionOptions | None = None,
+                 cancel: CancelToken | None = None, *, operators: OperatorTable = DEFAULT):
+        self.options = options if options is not None else SessionOptions()
+        threads.ensure_layer()
+        model, self._model_bytes = read_model(src, cancel)
+        self._graph = CompiledGraph(model, self.options, operators, cancel)
+        self._cancel = cancel
+        self.kernel_path = best_path()
+        self._threads = threads.resolve(self.options.intra_op_threads)
+        self._poison = checked_mode()
+        self._plans = PlanCache(self._graph, self.options.max_cached_plans, self._poison)
+        self._closed = False
+        self._lock = threading.Lock()
+        self._input_pos = {info.name: i for i, info in enumerate(self._graph.inputs)}
+        self._output_pos = {info.name: i for i, info in enumerate(self._graph.outputs)}
+
+    # -- description -------------------------------------------------------------------
+    @property
+    def inputs(self) -> list[TensorInfo]:
+        return list(self._graph.inputs)
+
+    @property
+    def outputs(self) -> list[TensorInfo]:
+        return list(self._graph.outputs)
+
+    @property
+    def plans_built(self) -> int:
+        return self._plans.builds
+
+    # -- running -----------------------------------------------------------------------
+    def run(self, output_names=None, feeds: Mapping | None = None, *, out: Mapping | None = None,
+            cancel: CancelToken | None = None) -> list[np.ndarray]:
+        """Tensor form: ``feeds`` maps every input name to an array; returns the outputs
+        named (all when None) in that order. Arrays in ``out`` (name -> array) are checked
+        and overwritten; the others are allocated."""
+        graph = self._live_graph()
+        arrays = self._validate_feeds(graph, feeds)
+        names = [o.name for o in graph.outputs] if output_names is None else list(output_names)
+        wanted = []
+        for name in names:
+            if name not in self._output_pos:
+                raise SessionError(ErrorKind.INVALID_INPUT, f"the model has no output {name!r}")
+            wanted.append(self._output_pos[name])
+        out = dict(out or {})
+        for name in out:
+            if name not in names:
+                raise SessionError(ErrorKind.INVALID_INPUT,
+                                   f"an out buffer was given for {name!r}, which is not requested")
+        return self._run(graph, arrays, cancel, lambda plan, values: [
+            self._deliver(plan, values, graph.output_ids[k], graph.outputs[k].name,
+                          out.get(graph.outputs[k].name), False)
+            for k in wanted], lambda plan: [
+            self._check_out(plan, graph.output_ids[k], graph.outputs[k].name,
+                            out.get(graph.outputs[k].name), False) for k in wanted])
+
+    def run_into(self, x, out: np.ndarray) -> tuple:
+        """Span form for one-input, one-output models: ``x`` is copied into the plan's
+        staging area, the output is written into the first elements of ``out`` (any shape,
+        C-contiguous, at least as many elements) and its shape is returned."""
+        graph = self._live_graph()
+        if len(graph.inputs) != 1 or len(graph.outputs) != 1:
+            raise SessionError(ErrorKind.INVALID_INPUT,
+                               "run_into needs a model with one input and one output; this one has "
+                               f"{len(graph.inputs)} and {len(graph.outputs)}")
+        arrays = self._validate_feeds(graph, {graph.inputs[0].name: x})
+        vid, name = graph.output_ids[0], graph.outputs[0].name
+        result = self._run(graph, arrays, None,
+                           lambda plan, values: self._deliver(plan, values, vid, name, out, True),
+                           lambda plan: self._check_out(plan, vid, name, out, True))
+        return result.shape
+
+    def _run(self, graph, arrays, cancel, deliver, precheck):
+        cancel = cancel if cancel is not None else self._cancel
+        signature = tuple((a.dtype, a.shape) for a in arrays)
+        entry = self._plans.acquire(signature)
+        try:
+            plan = entry.plan
+            precheck(plan)
+            state = entry.take()
+            before = numba.get_num_threads()
+            numba.set_num_threads(self._threads)
+            try:
+                execute(plan, state, arrays, cancel, self._poison)
+                return deliver(plan, state.values)
+            finally:
+                numba.set_num_threads(before)
+                release_dynamic(plan, state)
+                entry.give(state)
+        finally:
+            entry.release()
+
+    def _live_graph(self) -> CompiledGraph:
+        graph = self._graph
+        if self._closed or graph is None:
+            raise SessionError(ErrorKind.DISPOSED, "the session is closed")
+        return graph
+
+    def _validate_feeds(self, graph: CompiledGraph, feeds) -> list[np.ndarray]:
+        if not isinstance(feeds, Mapping):
+            raise SessionError(ErrorKind.INVALID_INPUT, "feeds must map input names to arrays")
+        arrays: list = [None] * len(graph.inputs)
+        for name, value in feeds.items():
+            k = self._input_pos.get(name)
+            if k is None:
+                raise SessionError(ErrorKind.INVALID_INPUT,
+                                   f"the model has no input {name!r}; its inputs are "
+                                   f"{[i.name for i in graph.inputs]}")
+            arrays[k] = _check_input(graph.inputs[k], value)
+        missing = [graph.inputs[k].name for k, a in enumerate(arrays) if a is None]
+        if missing:
+            raise SessionError(ErrorKind.INVALID_INPUT, f"no value was fed for input(s) {missing}")
+        return arrays
+
+    @staticmethod
+    def _check_out(plan, vid: int, name: str, buf, span: bool) -> None:
+        """Before anything runs: a caller's buffer for a statically shaped output."""
+        f = plan.facts[vid]
+        if buf is None or f.kind not in (CONST, STATIC):
+            return
+        _check_buffer(buf, name, f.dtype, f.shape, span)
+
+    @staticmethod
+    def _deliver(plan, values, vid: int, name: str, buf, span: bool):
+        src = values[vid]
+        if buf is None:
+            return src.copy()
+        _check_buffer(buf, name, src.dtype, src.shape, span)
+        if span:
+            np.copyto(buf.reshape(-1)[:src.size], src.reshape(-1))
+            return src
+        np.copyto(buf, src)
+        return buf
+
+    # -- life cycle ----------------------------------------------------------------------
+    def close(self) -> None:
+        """Runs in progress finish; new runs raise Disposed; the weights and plans go when
+        the last run leaves."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            plans, self._graph = self._plans, None
+        plans.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __reduce__(self):
+        return (_rebuild, (self._model_bytes, self.options))
+
+
+def _rebuild(model_bytes: bytes, options: SessionOptions) -> Session:
+    return Session(model_bytes, options)
+
+
+def _check_input(info: TensorInfo, value) -> np.ndarray:
+    if not isinstance(value, np.ndarray):
+        if isinstance(value, np.generic):
+            value = np.asarray(value)
+        else:
+            raise SessionError(ErrorKind.INVALID_INPUT,
+                               f"input {info.name!r} must be a numpy array, got {type(value).__name__}")
+    if value.dtype != info.dtype:
+        raise SessionError(ErrorKind.INVALID_INPUT,
+                           f"input {info.name!r} must have element type {_dt.name_of(info.dtype)}, "
+                           f"got {_dt.name_of(value.dtype)}")
+    if info.dims is not None:
+        if value.ndim != len(info.dims):
+            raise SessionError(ErrorKind.INVALID_INPUT,
+                               f"input {info.name!r} must have rank {len(info.dims)} "
+                               f"(dims {list(info.dims)}), got shape {list(value.shape)}")
+        for axis, (want, got) in enumerate(zip(info.dims, value.shape)):
+            if isinstance(want, int) and want != got:
+                raise SessionError(ErrorKind.INVALID_INPUT,
+                                   f"input {info.name!r} must have extent {want} on axis {axis} "
+                                   f"(dims {list(info.dims)}), got shape {list(value.shape)}")
+    return value
+
+
+def _check_buffer(buf, name: str, dtype, shape, span: bool) -> None:
+    if not isinstance(buf, np.ndarray):
+        raise SessionError(ErrorKind.INVALID_INPUT, f"the buffer for output {name!r} must be a numpy array")
+    if buf.dtype != dtype:
+        raise SessionError(ErrorKind.INVALID_INPUT,
+                           f"the buffer for output {name!r} has element type {_dt.name_of(buf.dtype)}, "
+                           f"the output is {_dt.name_of(dtype)}")
+    if not buf.flags.writeable:
+        raise SessionError(ErrorKind.INVALID_INPUT, f"the buffer for output {name!r} is read-only")
+    if span:
+        need = int(np.prod(shape, dtype=np.int64))
+        if not buf.flags.c_contiguous:
+            raise SessionError(ErrorKind.INVALID_INPUT, f"the buffer for output {name!r} must be C-contiguous")
+        if buf.size < need:
+            raise SessionError(ErrorKind.INVALID_INPUT,
+                               f"the buffer for output {name!r} holds {buf.size} elements, the output "
+                               f"has {need} (shape {list(shape)})")
+    elif buf.shape != tuple(shape):
+        raise SessionError(ErrorKind.INVALID_INPUT,
+                           f"the buffer for output {name!r} has shape {list(buf.shape)}, the output "
+                           f"has shape {list(shape)}")

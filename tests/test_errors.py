@@ -1,0 +1,168 @@
+"""Every SessionError kind, produced by a bad model or a bad input, naming where it is."""
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import graphrt
+from graphrt import ErrorKind, SessionError
+
+from . import models
+from .models import F, make, tensor
+
+
+def external_tensor(name, dims, location, offset):
+    t = TensorProto(name=name, data_type=TensorProto.FLOAT, dims=dims)
+    t.data_location = TensorProto.EXTERNAL
+    for k, v in (("location", location), ("offset", str(offset)), ("length", str(4 * int(np.prod(dims))))):
+        t.external_data.add(key=k, value=v)
+    return t
+
+
+def err(fn, *args, **kw) -> SessionError:
+    with pytest.raises(SessionError) as info:
+        fn(*args, **kw)
+    return info.value
+
+
+def test_unsupported_operators_are_all_reported():
+    n = helper.make_node
+    model = make([n("Foo", ["x"], ["a"], domain="com.example", name="foo1"),
+                  n("Relu", ["a"], ["b"]),
+                  n("Bar", ["b"], ["c"], domain="com.example", name="bar1"),
+                  n("Foo", ["c"], ["y"], domain="com.example", name="foo2")],
+                 [tensor("x", F, [2])], [tensor("y", F, [2])])
+    model.opset_import.append(helper.make_opsetid("com.example", 3))
+    e = err(graphrt.Session, model)
+    assert e.kind is ErrorKind.UNSUPPORTED_OPERATOR
+    assert e.operators == ("com.example.Bar (opset 3)", "com.example.Foo (opset 3)")
+    assert "foo1" in str(e) and "foo2" in str(e) and "bar1" in str(e)
+    assert e.node == "foo1"         # the first offending node in graph order
+
+
+def test_old_opset_is_named():
+    model = make([helper.make_node("Add", ["x", "x"], ["y"], name="old_add")],
+                 [tensor("x", F, [2])], [tensor("y", F, [2])], opset=6)
+    e = err(graphrt.Session, model)
+    assert e.kind is ErrorKind.UNSUPPORTED_OPERATOR and e.operators == ("Add (opset 6)",)
+
+
+def test_exact_mode_names_every_operator_without_exact_kernel():
+    model = models.transformer_block()
+    e = err(graphrt.Session, model, graphrt.SessionOptions(mode="exact"))
+    assert e.kind is ErrorKind.EXACT_MODE_UNAVAILABLE
+    assert "Softmax" in e.operators and "Softmax" in str(e) and e.node
+
+
+@pytest.mark.parametrize("case", ["undefined", "twice", "garbage", "no-output", "bad-axis", "external"])
+def test_invalid_models(case, tmp_path):
+    n = helper.make_node
+    io_ = ([tensor("x", F, [2, 3])], [tensor("y", F, [2, 3])])
+    if case == "undefined":
+        src = make([n("Add", ["x", "nowhere"], ["y"], name="adder")], *io_)
+    elif case == "twice":
+        src = make([n("Relu", ["x"], ["y"], name="r1"), n("Relu", ["x"], ["y"], name="r2")], *io_)
+    elif case == "garbage":
+        src = b"\x08\x07 certainly not protobuf \xff\xff"
+    elif case == "no-output":
+        src = make([n("Relu", ["x"], ["z"], name="r")], *io_)
+    elif case == "bad-axis":
+        src = make([n("Concat", ["x", "x"], ["y"], axis=5, name="cat")], *io_)
+    else:
+        t = external_tensor("w", [2, 3], "../../etc/passwd", 0)
+        p = tmp_path / "m.onnx"
+        p.write_bytes(make([n("Add", ["x", "w"], ["y"], name="add_w")], *io_, inits=[t]).SerializeToString())
+        src = str(p)
+    e = err(lambda: graphrt.Session(src).run(None, {"x": np.ones((2, 3), np.float32)}))
+    assert e.kind is ErrorKind.INVALID_MODEL, e
+    expect = {"undefined": "adder", "twice": "r2", "bad-axis": "cat"}.get(case)
+    if expect:
+        assert e.node == expect and expect in str(e)
+    if case == "external":
+        assert "outside the model's folder" in str(e)
+
+
+def test_external_data_inside_folder_is_read(tmp_path):
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (tmp_path / "weights.bin").write_bytes(b"\0" * 8 + w.tobytes())
+    t = external_tensor("w", [2, 3], "weights.bin", 8)
+    p = tmp_path / "m.onnx"
+    p.write_bytes(make([helper.make_node("Add", ["x", "w"], ["y"])], [tensor("x", F, [2, 3])],
+                       [tensor("y", F, [2, 3])], inits=[t]).SerializeToString())
+    assert np.array_equal(graphrt.load(str(p))(np.ones((2, 3), np.float32)), w + 1)
+
+
+@pytest.mark.parametrize("case", ["unknown", "missing", "dtype", "rank", "extent", "short", "shape-mismatch",
+                                  "not-array", "out-dtype"])
+def test_invalid_inputs(case):
+    sess = graphrt.Session(models.mlp())
+    x = np.ones((2, 16), np.float32)
+    call = {
+        "unknown": lambda: sess.run(None, {"x": x, "z": x}),
+        "missing": lambda: sess.run(None, {}),
+        "dtype": lambda: sess.run(None, {"x": x.astype(np.float64)}),
+        "rank": lambda: sess.run(None, {"x": x[None]}),
+        "extent": lambda: sess.run(None, {"x": np.ones((2, 15), np.float32)}),
+        "short": lambda: sess.run_into(x, np.empty(7, np.float32)),
+        "shape-mismatch": lambda: sess.run(None, {"x": x}, out={"y": np.empty((2, 5), np.float32)}),
+        "not-array": lambda: sess.run(None, {"x": [[1.0] * 16]}),
+        "out-dtype": lambda: sess.run(None, {"x": x}, out={"y": np.empty((2, 4), np.float64)}),
+    }[case]
+    e = err(call)
+    assert e.kind is ErrorKind.INVALID_INPUT, e
+    assert ("'x'" in str(e)) or ("'y'" in str(e)) or case == "missing"
+
+
+def test_bad_input_is_rejected_before_any_kernel_runs():
+    sess = graphrt.Session(models.mlp())
+    out = np.full((2, 4), 7, np.float32)
+    err(sess.run, None, {"x": np.ones((2, 16), np.float32)}, out={"y": out[:, :3]})
+    assert np.all(out == 7)
+    (_, entry), = sess._plans._entries
+    assert entry.pool.idle == 0     # the plan was made, but no run state was ever used
+
+
+def test_run_time_value_error_names_the_node():
+    n = helper.make_node
+    model = make([n("Reshape", ["x", "s"], ["y"], name="reshaper")],
+                 [tensor("x", F, [6]), tensor("s", TensorProto.INT64, [2])], [tensor("y", F, None)])
+    sess = graphrt.Session(model)
+    good = sess.run(None, {"x": np.arange(6, dtype=np.float32), "s": np.array([2, 3])})[0]
+    assert good.shape == (2, 3)
+    e = err(sess.run, None, {"x": np.arange(6, dtype=np.float32), "s": np.array([4, 4])})
+    assert e.kind is ErrorKind.INVALID_INPUT and e.node == "reshaper" and "reshaper" in str(e)
+
+
+def test_slab_over_two_gib_is_refused():
+    n = helper.make_node
+    model = make([n("Add", ["x", "x"], ["a"], name="a"), n("Mul", ["a", "x"], ["y"], name="m")],
+                 [tensor("x", F, ["n"])], [tensor("y", F, ["n"])])
+    sess = graphrt.Session(model)
+    huge = np.broadcast_to(np.float32(1), (300_000_000,))     # no memory behind it
+    e = err(sess.run, None, {"x": huge})
+    assert e.kind is ErrorKind.UNSUPPORTED and "2 GiB" in str(e)
+
+
+def test_disposed():
+    sess = graphrt.Session(models.mlp())
+    sess.close()
+    e = err(sess.run, None, {"x": np.ones((1, 16), np.float32)})
+    assert e.kind is ErrorKind.DISPOSED
+    with graphrt.Session(models.mlp()) as s2:
+        pass
+    assert err(s2.run, None, {"x": np.ones((1, 16), np.float32)}).kind is ErrorKind.DISPOSED
+
+
+def test_cancelled_at_import_and_in_run_leaves_session_usable():
+    token = graphrt.CancelToken()
+    token.cancel()
+    assert err(graphrt.Session, models.mlp(), None, token).kind is ErrorKind.CANCELLED
+    sess = graphrt.Session(models.mlp())
+    x = np.ones((1, 16), np.float32)
+    e = err(sess.run, None, {"x": x}, cancel=token)
+    assert e.kind is ErrorKind.CANCELLED and e.node
+    assert sess.run(None, {"x": x})[0].shape == (1, 4)
+
+
+def test_weight_storage_not_implemented_is_unsupported():
+    e = err(graphrt.Session, models.mlp(), graphrt.SessionOptions(weight_storage="binary16"))
+    assert e.kind is ErrorKind.UNSUPPORTED

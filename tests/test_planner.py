@@ -1,0 +1,116 @@
+"""The slab planner: a property test over random step lists, and the checked mode catching a
+planted stale read."""
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from onnx import helper
+
+import graphrt
+from graphrt.plan.memory import plan_slab
+
+from .models import F, make, tensor
+
+
+@st.composite
+def programs(draw):
+    """Random step lists: each step reads earlier values and makes one new value, a view
+    of an earlier value, or an in-place candidate over its first read."""
+    n_steps = draw(st.integers(1, 30))
+    made, reads, nbytes, dtypes, views, in_place = [[0]], [[]], {0: draw(st.integers(0, 5000))}, {0: "f"}, {}, {}
+    next_id = 1
+    for s in range(1, n_steps + 1):
+        existing = [v for vs in made for v in vs]
+        r = draw(st.lists(st.sampled_from(existing), min_size=1, max_size=3))
+        v = next_id
+        next_id += 1
+        kind = draw(st.sampled_from(["new", "view", "inplace"]))
+        if kind == "view":
+            views[v] = r[0]
+            nbytes[v] = nbytes[r[0]]
+            dtypes[v] = dtypes[r[0]]
+        else:
+            nbytes[v] = draw(st.integers(0, 5000))
+            dtypes[v] = draw(st.sampled_from(["f", "i"]))
+            if kind == "inplace":
+                in_place[s] = (v, r[0])
+        made.append([v])
+        reads.append(r)
+    keep = set(draw(st.lists(st.sampled_from(sorted(nbytes)), max_size=3)))
+    return len(made), made, reads, nbytes, dtypes, views, in_place, keep
+
+
+@settings(max_examples=300, deadline=None)
+@given(programs())
+def test_no_two_live_values_overlap(prog):
+    n_steps, made, reads, nbytes, dtypes, views, in_place, keep = prog
+    layout = plan_slab(n_steps, made, reads, nbytes, dtypes, views, in_place, keep)
+
+    def root(v):
+        while v in views:
+            v = views[v]
+        return v
+    # liveness computed here, independently of the planner
+    start, end = {}, {}
+    for s in range(n_steps):
+        for v in made[s]:
+            start[v] = s
+            end[v] = s
+    for s in range(n_steps):
+        for v in reads[s]:
+            end[v] = max(end[v], s)
+    for v in keep:
+        end[v] = n_steps
+    blocks = {}
+    for v in start:
+        r = root(v)
+        lo, hi = blocks.get(r, (start[r], start[r]))
+        blocks[r] = (lo, max(hi, end[v]))
+    for v in start:
+        assert layout.offsets[v] + nbytes[v] <= layout.size
+        assert layout.offsets[v] % 64 == 0
+        if v in views:
+            assert layout.offsets[v] == layout.offsets[root(v)]
+    took = layout.in_place          # out -> input whose block it took over
+    for out, src in took.items():
+        s = start[out]
+        assert in_place[s] == (out, src) and blocks[src][1] == s and dtypes[out] == dtypes[src]
+        assert not any(root(w) == src for w in start if w != src)       # alone in its block
+    roots = sorted(blocks)
+    for i, a in enumerate(roots):
+        for b in roots[i + 1:]:
+            if nbytes[a] == 0 or nbytes[b] == 0:
+                continue
+            (la, ha), (lb, hb) = blocks[a], blocks[b]
+            alive_together = la <= hb and lb <= ha
+            oa, ob = layout.offsets[a], layout.offsets[b]
+            overlap = oa < ob + nbytes[b] and ob < oa + nbytes[a]
+            if alive_together and overlap:
+                assert took.get(b) == a or took.get(a) == b, (a, b, blocks[a], blocks[b])
+
+
+def test_blocks_are_reused():
+    # a chain: each value dies when the next is made, so two blocks serve ten values
+    n = 10
+    made = [[i] for i in range(n)]
+    reads = [[]] + [[i - 1] for i in range(1, n)]
+    layout = plan_slab(n, made, reads, {i: 1000 for i in range(n)}, {i: "f" for i in range(n)},
+                       {}, {}, {n - 1})
+    assert layout.size == 2 * 1024
+
+
+def test_checked_mode_catches_a_stale_read(monkeypatch):
+    nd = helper.make_node
+    model = make([nd("Add", ["x", "x"], ["a"], name="a"), nd("Mul", ["a", "a"], ["b"], name="b"),
+                  nd("Mul", ["b", "x"], ["c"], name="c"), nd("Add", ["c", "a"], ["y"], name="y")],
+                 [tensor("x", F, [64])], [tensor("y", F, [64])])
+    x = np.arange(64, dtype=np.float32)
+    a = x + x
+    expected = (a * a) * x + a
+    monkeypatch.setenv("GRAPHRT_CHECKED", "1")
+    sound = graphrt.Session(model)
+    assert np.array_equal(sound.run(None, {"x": x})[0], expected)        # poisoning is harmless
+    planted = graphrt.Session(model)
+    planted._plans.early_free = "a"      # the planner frees a's block while y still reads it
+    got = planted.run(None, {"x": x})[0]
+    assert not np.array_equal(got, expected)
+    assert np.isnan(got).all()           # the stale read saw the poison

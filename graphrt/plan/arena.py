@@ -46,6 +46,8 @@ class Arena:
             if d < 0:
                 raise SessionError(ErrorKind.INVALID_INPUT, f"negative extent in shape {list(shape)}", node)
             count *= d
+        if dtype == object:         # strings: Python objects cannot live in bytes
+            return np.empty(shape, dtype=object)
         n = count * dtype.itemsize
         if self.total + n > self.limit:
             raise SessionError(ErrorKind.INVALID_INPUT,

@@ -160,29 +160,32 @@ def run_kernel(node: CompiledNode, ctx: RunContext) -> None:
 
 
 def _layout(graph: CompiledGraph, facts, steps, early_free):
-    """Describe the static values and steps to plan_slab. Step 0 makes the graph inputs."""
-    made = [[v for v in graph.input_ids]]
+    """Describe the slab values and steps to plan_slab. Step 0 makes the graph inputs.
+    Values of object dtype (strings) cannot live in bytes: run states hold them apart."""
+    def in_slab(v):
+        return v >= 0 and facts[v].kind == STATIC and facts[v].dtype != object
+    made = [[v for v in graph.input_ids if in_slab(v)]]
     reads = [[]]
     in_place = {}
     views = {}
     for st in steps:
         s = len(made)
-        made.append([o for o in st.node.outputs if o >= 0 and facts[o].kind == STATIC])
-        reads.append([i for i in st.node.inputs if i >= 0 and facts[i].kind == STATIC])
+        made.append([o for o in st.node.outputs if in_slab(o)])
+        reads.append([i for i in st.node.inputs if in_slab(i)])
+        ins, outs = st.node.inputs, st.node.outputs
         if st.view:
-            views[st.node.outputs[0]] = st.node.inputs[0]
-        elif not st.dynamic and st.node.kernel.in_place_input and st.node.inputs \
-                and st.node.inputs[0] >= 0 and facts[st.node.inputs[0]].kind == STATIC \
-                and st.node.inputs.count(st.node.inputs[0]) == 1:
-            in_place[s] = (st.node.outputs[0], st.node.inputs[0])
+            if in_slab(outs[0]):
+                views[outs[0]] = ins[0]
+        elif not st.dynamic and st.node.kernel.in_place_input and ins and in_slab(ins[0]) \
+                and in_slab(outs[0]) and ins.count(ins[0]) == 1:
+            in_place[s] = (outs[0], ins[0])
     static = [v for vs in made for v in vs]
-    keep = {v for v in graph.output_ids if facts[v].kind == STATIC}
+    keep = {v for v in graph.output_ids if in_slab(v)}
     early = None
     if early_free is not None:
         early = graph.value_names.index(early_free)
-    layout = plan_slab(len(made), made, reads, {v: facts[v].nbytes for v in static},
-                       {v: facts[v].dtype for v in static}, views, in_place, keep, early)
-    return layout
+    return plan_slab(len(made), made, reads, {v: facts[v].nbytes for v in static},
+                     {v: facts[v].dtype for v in static}, views, in_place, keep, early)
 
 
 def checked_mode() -> bool:

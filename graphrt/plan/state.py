@@ -22,6 +22,7 @@ class RunState:
         if poison:
             self.slab.fill(0xFF)
         values: list = [None] * len(plan.facts)
+        view_outs = {st.node.outputs[0] for st in plan.steps if st.view}
         for vid, f in enumerate(plan.facts):
             if f is None:
                 continue
@@ -30,6 +31,12 @@ class RunState:
             elif f.kind == STATIC and vid in plan.offsets:
                 off = plan.offsets[vid]
                 values[vid] = self.slab[off:off + f.nbytes].view(f.dtype).reshape(f.shape)
+            elif f.kind == STATIC and f.dtype == object and vid not in view_outs:
+                values[vid] = np.empty(f.shape, dtype=object)
+        for st in plan.steps:       # views of values kept outside the slab
+            if st.view and values[st.node.outputs[0]] is None:
+                values[st.node.outputs[0]] = values[st.node.inputs[0]].reshape(
+                    plan.facts[st.node.outputs[0]].shape)
         self.values = values
         exact = plan.graph.exact
         self.arena = Arena(arena_limit, poison)

@@ -1,4 +1,10 @@
-"""CompiledGraph: operators resolved, dead nodes dropped, weights owned; no input shapes."""
+"""CompiledGraph: operators resolved, dead nodes dropped, weights owned; no input shapes.
+
+Subgraph attributes (If, Loop, Scan, SequenceMap bodies) are compiled here too, each into a
+nested CompiledGraph of the same mode. The values a body reads from any enclosing graph
+become extra inputs of the node (after its declared inputs, in first-use order) and of the
+nested graph (after the body's declared inputs), so planning and freeing see those reads.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,7 +13,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import ErrorKind, SessionError
-from .ir import IrModel, TensorInfo
+from .ir import IrGraph, IrModel, TensorInfo
 from .kernels.base import NodeInfo, OpKernel
 from .kernels.table import DEFAULT, OperatorTable
 from .options import CancelToken, SessionOptions, WeightStorage
@@ -17,19 +23,23 @@ from .options import CancelToken, SessionOptions, WeightStorage
 class CompiledNode:
     info: NodeInfo
     kernel: OpKernel
-    inputs: tuple[int, ...]     # value ids; -1 marks a missing optional input
+    inputs: tuple[int, ...]     # value ids (declared, then captured); -1: missing optional
     outputs: tuple[int, ...]    # value ids; -1 marks an unused optional output
 
 
 class CompiledGraph:
-    """The model's graph with every value numbered and every node bound to its kernel."""
+    """A graph with every value numbered and every node bound to its kernel.
 
-    def __init__(self, model: IrModel, options: SessionOptions,
-                 table: OperatorTable = DEFAULT, cancel: CancelToken | None = None):
+    ``body_factory(compiled_graph)`` wraps a nested compiled body into what subgraph kernels
+    run (the session layer provides it). ``captures`` name the extra inputs of a body."""
+
+    def __init__(self, graph: IrGraph, opsets: dict, options: SessionOptions,
+                 table: OperatorTable = DEFAULT, cancel: CancelToken | None = None,
+                 body_factory=None, captures: tuple[str, ...] = (), is_body: bool = False):
         if options.weight_storage is not WeightStorage.ORIGINAL:
             raise SessionError(ErrorKind.UNSUPPORTED,
                                f"weight_storage={options.weight_storage.value} is not implemented yet")
-        g = model.graph
+        g = graph
         self.exact = options.exact
         self.value_names: list[str] = []
         ids: dict[str, int] = {}
@@ -46,12 +56,9 @@ class CompiledGraph:
             self.constants[define(name, None)] = arr
         self.inputs: list[TensorInfo] = []
         self.input_ids: list[int] = []
-        for info in g.inputs:
-            if info.name in g.initializers:
-                continue        # an initializer listed as input (IR < 4): a constant here
-            if info.kind != "tensor":
-                raise SessionError(ErrorKind.UNSUPPORTED, f"input {info.name!r} is a {info.kind}; graphrt runs tensors only so far")
-            if info.dtype is None:
+        declared = [i for i in g.inputs if i.name not in g.initializers]   # IR < 4 lists both
+        for info in declared + [TensorInfo(c, None, None) for c in captures]:
+            if info.dtype is None and not is_body:
                 if info.elem_code:
                     raise SessionError(ErrorKind.UNSUPPORTED, f"input {info.name!r} has element type "
                                        f"{dtypes.name_of_code(info.elem_code)}, which graphrt does not support")
@@ -61,37 +68,36 @@ class CompiledGraph:
 
         wired = []
         for n in g.nodes:
-            for name in n.inputs:
+            caps = _free_names_of_node(n)
+            for name in list(n.inputs) + caps:
                 if name and name not in ids:
                     raise SessionError(ErrorKind.INVALID_MODEL,
                                        f"{n.op_type} reads {name!r}, which no earlier node, "
                                        "input or initializer defines", n.name)
-            ins = tuple(ids[x] if x else -1 for x in n.inputs)
+            ins = tuple(ids[x] if x else -1 for x in list(n.inputs) + caps)
             outs = tuple(define(x, n.name) if x else -1 for x in n.outputs)
-            wired.append((n, ins, outs))
+            wired.append((n, ins, outs, tuple(caps)))
 
         self.outputs: list[TensorInfo] = []
         self.output_ids: list[int] = []
         for info in g.outputs:
             if info.name not in ids:
                 raise SessionError(ErrorKind.INVALID_MODEL, f"output {info.name!r} is never computed")
-            if info.kind != "tensor":
-                raise SessionError(ErrorKind.UNSUPPORTED, f"output {info.name!r} is a {info.kind}; graphrt runs tensors only so far")
             self.outputs.append(info)
             self.output_ids.append(ids[info.name])
 
         live = _live_nodes(wired, set(self.output_ids))
         missing: dict[str, list[str]] = {}
         resolved = []
-        for n, ins, outs in (wired[i] for i in live):
+        for n, ins, outs, caps in (wired[i] for i in live):
             _check(cancel)
-            opset = model.opsets.get(n.domain)
+            opset = opsets.get(n.domain)
             opdef = table.resolve(n.domain, n.op_type, opset) if opset is not None else None
             label = f"{n.domain + '.' if n.domain else ''}{n.op_type} (opset {opset})"
             if opdef is None:
                 missing.setdefault(label, []).append(n.name)
                 continue
-            resolved.append((n, ins, outs, opdef, opset))
+            resolved.append((n, ins, outs, caps, opdef, opset))
         if missing:
             names = [x for ns in missing.values() for x in ns]
             raise SessionError(ErrorKind.UNSUPPORTED_OPERATOR,
@@ -99,10 +105,19 @@ class CompiledGraph:
                                    f"{k} used by {', '.join(v)}" for k, v in sorted(missing.items())),
                                names[0], tuple(sorted(missing)))
 
+        def body_compiler(caps):
+            def compile_body(body: IrGraph):
+                if body_factory is None:
+                    raise SessionError(ErrorKind.UNSUPPORTED, "subgraphs need a session to run them")
+                return body_factory(CompiledGraph(body, opsets, options, table, cancel, body_factory,
+                                                  caps, is_body=True))
+            return compile_body
+
         self.nodes: list[CompiledNode] = []
-        for n, ins, outs, opdef, opset in resolved:
+        for n, ins, outs, caps, opdef, opset in resolved:
             _check(cancel)
-            info = NodeInfo(n.name, n.op_type, n.domain, opset, n.attrs, len(ins), len(outs))
+            info = NodeInfo(n.name, n.op_type, n.domain, opset, n.attrs, len(n.inputs), len(outs),
+                            body_compiler(caps) if caps or _has_graphs(n) else None)
             self.nodes.append(CompiledNode(info, opdef.factory(info), ins, outs))
 
         if self.exact:
@@ -113,9 +128,52 @@ class CompiledGraph:
                                    "exact mode has no kernel for " + ", ".join(lacking),
                                    first, tuple(lacking))
 
+    @classmethod
+    def from_model(cls, model: IrModel, options: SessionOptions, table: OperatorTable = DEFAULT,
+                   cancel: CancelToken | None = None, body_factory=None) -> "CompiledGraph":
+        return cls(model.graph, model.opsets, options, table, cancel, body_factory)
+
     @property
     def n_values(self) -> int:
         return len(self.value_names)
+
+
+def _graphs_of(value) -> list[IrGraph]:
+    if isinstance(value, IrGraph):
+        return [value]
+    if isinstance(value, list):
+        return [v for v in value if isinstance(v, IrGraph)]
+    return []
+
+
+def _has_graphs(node) -> bool:
+    return any(_graphs_of(v) for v in node.attrs.values())
+
+
+def free_names(g: IrGraph) -> list[str]:
+    """Names ``g`` reads (its nested bodies included) that it does not define, in first-use
+    order."""
+    defined = {i.name for i in g.inputs} | set(g.initializers)
+    out: list[str] = []
+    for n in g.nodes:
+        for x in list(n.inputs) + _free_names_of_node(n):
+            if x and x not in defined and x not in out:
+                out.append(x)
+        defined.update(o for o in n.outputs if o)
+    for o in g.outputs:
+        if o.name not in defined and o.name not in out:
+            out.append(o.name)
+    return out
+
+
+def _free_names_of_node(n) -> list[str]:
+    out: list[str] = []
+    for value in n.attrs.values():
+        for body in _graphs_of(value):
+            for x in free_names(body):
+                if x not in out:
+                    out.append(x)
+    return out
 
 
 def _live_nodes(wired, wanted: set[int]) -> list[int]:
@@ -123,7 +181,7 @@ def _live_nodes(wired, wanted: set[int]) -> list[int]:
     need = set(wanted)
     keep = []
     for i in range(len(wired) - 1, -1, -1):
-        _, ins, outs = wired[i]
+        ins, outs = wired[i][1], wired[i][2]
         if any(o in need for o in outs if o >= 0):
             keep.append(i)
             need.update(x for x in ins if x >= 0)

@@ -167,7 +167,7 @@ class _Importer:
         if a.type == T.GRAPHS:
             return [self.graph(g) for g in a.graphs]
         if a.type == T.TYPE_PROTO:
-            return a.tp
+            return type_desc(a.tp)
         raise SessionError(ErrorKind.INVALID_MODEL, f"attribute {a.name!r} has an unknown type", node)
 
 
@@ -184,11 +184,20 @@ def value_info(v: onnx.ValueInfoProto) -> TensorInfo:
         if tt.HasField("shape"):
             dims = tuple(_dim(d) for d in tt.shape.dim)
         return TensorInfo(v.name, dt, dims, "tensor", int(tt.elem_type))
-    if which == "sequence_type":
-        return TensorInfo(v.name, np.dtype(np.uint8), None, "sequence")
-    if which == "optional_type":
-        return TensorInfo(v.name, np.dtype(np.uint8), None, "optional")
+    if which in ("sequence_type", "optional_type"):
+        kind, code = type_desc(t)
+        return TensorInfo(v.name, np.dtype(np.uint8), None, kind, code)
     return TensorInfo(v.name, None, None, "tensor")
+
+
+def type_desc(tp) -> tuple[str, int]:
+    """A TypeProto as (outer kind, innermost tensor element code)."""
+    kind = {"sequence_type": "sequence", "optional_type": "optional"}.get(tp.WhichOneof("value"), "tensor")
+    inner = tp
+    while inner.WhichOneof("value") in ("sequence_type", "optional_type"):
+        inner = getattr(inner, inner.WhichOneof("value")).elem_type
+    code = int(inner.tensor_type.elem_type) if inner.WhichOneof("value") == "tensor_type" else 0
+    return kind, code
 
 
 def _dim(d):

@@ -8,7 +8,7 @@ import numba
 import numpy as np
 
 from . import dtypes as _dt
-from . import threads
+from . import packed, threads
 from .errors import ErrorKind, SessionError
 from .graph import CompiledGraph
 from .importer import read_model
@@ -19,6 +19,7 @@ from .options import CancelToken, SessionOptions
 from .plan.build import CONST, STATIC, checked_mode
 from .plan.cache import PlanCache
 from .plan.execute import execute, release_dynamic
+from .subgraph import Body, signature as _signature
 
 
 class Session:
@@ -29,7 +30,7 @@ class Session:
         self.options = options if options is not None else SessionOptions()
         threads.ensure_layer()
         model, self._model_bytes = read_model(src, cancel)
-        self._graph = CompiledGraph(model, self.options, operators, cancel)
+        self._graph = CompiledGraph.from_model(model, self.options, operators, cancel, Body)
         self._cancel = cancel
         self.kernel_path = best_path()
         self._threads = threads.resolve(self.options.intra_op_threads)
@@ -97,8 +98,7 @@ class Session:
 
     def _run(self, graph, arrays, cancel, deliver, precheck):
         cancel = cancel if cancel is not None else self._cancel
-        signature = tuple((a.dtype, a.shape) for a in arrays)
-        entry = self._plans.acquire(signature)
+        entry = self._plans.acquire(_signature(arrays))
         try:
             plan = entry.plan
             precheck(plan)
@@ -148,6 +148,11 @@ class Session:
     @staticmethod
     def _deliver(plan, values, vid: int, name: str, buf, span: bool):
         src = values[vid]
+        if packed.is_packed(src) and plan.graph.outputs[plan.graph.output_ids.index(vid)].kind != "tensor":
+            if buf is not None:
+                raise SessionError(ErrorKind.INVALID_INPUT,
+                                   f"output {name!r} is a sequence or optional: it takes no out buffer")
+            return packed.to_python(src)
         if buf is None:
             return src.copy()
         _check_buffer(buf, name, src.dtype, src.shape, span)
@@ -183,6 +188,8 @@ def _rebuild(model_bytes: bytes, options: SessionOptions) -> Session:
 
 
 def _check_input(info: TensorInfo, value) -> np.ndarray:
+    if info.kind != "tensor":
+        return _pack_input(info, value)
     if not isinstance(value, np.ndarray):
         if isinstance(value, np.generic):
             value = np.asarray(value)
@@ -204,6 +211,23 @@ def _check_input(info: TensorInfo, value) -> np.ndarray:
                                    f"input {info.name!r} must have extent {want} on axis {axis} "
                                    f"(dims {list(info.dims)}), got shape {list(value.shape)}")
     return value
+
+
+def _pack_input(info: TensorInfo, value) -> np.ndarray:
+    """Sequences come as lists of arrays, optionals as None, an array or a list."""
+    elem = _dt.to_numpy(info.elem_code) if info.elem_code else None
+    try:
+        if info.kind == "sequence":
+            if not isinstance(value, (list, tuple)):
+                raise TypeError(f"a list of arrays, got {type(value).__name__}")
+            for item in value:
+                if not isinstance(item, np.ndarray) or (elem is not None and item.dtype != elem):
+                    raise TypeError(f"arrays of element type {_dt.name_of(elem) if elem else 'any'}")
+            return packed.pack_sequence(value, elem)
+        return packed.pack_optional(value, elem)
+    except (TypeError, KeyError, ValueError) as e:
+        raise SessionError(ErrorKind.INVALID_INPUT, f"input {info.name!r} is a {info.kind}: "
+                           f"it takes {e}") from None
 
 
 def _check_buffer(buf, name: str, dtype, shape, span: bool) -> None:

@@ -70,9 +70,17 @@ def _array(v):
 
 def compare(got, expected, rtol, atol) -> str | None:
     if isinstance(expected, list):
-        return "sequence outputs are not supported by this adapter yet"
+        if not isinstance(got, list) or len(got) != len(expected):
+            return f"expected a sequence of {len(expected)} tensors, got {type(got).__name__}"
+        for i, (g, e) in enumerate(zip(got, expected)):
+            why = compare(g, _array(e), rtol, atol)
+            if why:
+                return f"element {i}: {why}"
+        return None
     if expected is None:
         return None if got is None else "expected no value"
+    if not isinstance(got, np.ndarray):
+        return f"expected a tensor, got {type(got).__name__}"
     expected = np.asarray(expected)
     if got.dtype != expected.dtype:
         return f"dtype {got.dtype}, expected {expected.dtype}"

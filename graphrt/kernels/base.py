@@ -24,8 +24,9 @@ class NodeInfo:
     domain: str
     opset: int
     attrs: dict
-    n_inputs: int
+    n_inputs: int               # declared inputs; captured outer values follow them
     n_outputs: int
+    compile_body: Callable | None = None   # IrGraph -> runnable body (subgraph operators)
 
     def attr(self, key, default=None):
         return self.attrs.get(key, default)
@@ -159,9 +160,10 @@ class RunContext:
     the same memory (kernels are compiled for 1-D arrays, whatever the rank)."""
 
     __slots__ = ("node", "inputs", "outputs", "flat_in", "flat_out", "prepared", "exact",
-                 "arena")
+                 "arena", "cancel")
 
-    def __init__(self, node: NodeInfo, inputs, outputs, prepared, exact: bool, arena=None):
+    def __init__(self, node: NodeInfo, inputs, outputs, prepared, exact: bool, arena=None,
+                 cancel=None):
         self.node = node
         self.inputs = inputs
         self.outputs = outputs
@@ -170,6 +172,12 @@ class RunContext:
         self.prepared = prepared
         self.exact = exact
         self.arena = arena
+        self.cancel = cancel
+
+    def set_output_value(self, i: int, value: np.ndarray) -> None:
+        """For kernels with data-dependent outputs: an array made by the kernel itself."""
+        self.outputs[i] = value
+        self.flat_out[i] = None
 
     def allocate_output(self, i: int, dtype, shape) -> np.ndarray:
         """For kernels with data-dependent outputs: a buffer from the run's arena."""

@@ -6,8 +6,12 @@ from .arithmetic import Add, Div, Mul, Sub
 from .base import OpDef
 from .cast import Cast
 from .constants import Constant, Shape
+from .control import If, Loop, Scan, SequenceMap
 from .layout import Concat, Transpose
 from .matmul import Gemm, MatMul
+from .sequence import (ConcatFromSequence, Optional, OptionalGetElement, OptionalHasElement,
+                       SequenceAt, SequenceConstruct, SequenceEmpty, SequenceErase, SequenceInsert,
+                       SequenceLength, SplitToSequence)
 from .softmax import Softmax
 from .views import Flatten, Identity, Reshape, Squeeze, Unsqueeze
 
@@ -28,6 +32,21 @@ ALL: tuple[OpDef, ...] = (
     OpDef("", "Shape", 1, None, Shape),
     OpDef("", "Transpose", 1, None, Transpose),
     OpDef("", "Concat", 4, None, Concat),
+    OpDef("", "If", 1, None, If),
+    OpDef("", "Loop", 1, None, Loop),
+    OpDef("", "Scan", 8, None, Scan),
+    OpDef("", "SequenceMap", 17, None, SequenceMap),
+    OpDef("", "SequenceEmpty", 11, None, SequenceEmpty),
+    OpDef("", "SequenceConstruct", 11, None, SequenceConstruct),
+    OpDef("", "SequenceInsert", 11, None, SequenceInsert),
+    OpDef("", "SequenceErase", 11, None, SequenceErase),
+    OpDef("", "SequenceAt", 11, None, SequenceAt),
+    OpDef("", "SequenceLength", 11, None, SequenceLength),
+    OpDef("", "ConcatFromSequence", 11, None, ConcatFromSequence),
+    OpDef("", "SplitToSequence", 11, None, SplitToSequence),
+    OpDef("", "Optional", 15, None, Optional),
+    OpDef("", "OptionalHasElement", 15, None, OptionalHasElement),
+    OpDef("", "OptionalGetElement", 15, None, OptionalGetElement),
     OpDef("", "Cast", 6, None, Cast),
     OpDef("", "Softmax", 1, None, Softmax),
 )

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ..errors import ErrorKind, SessionError
-from ..graph import CompiledGraph, CompiledNode
 from ..kernels.base import InferContext, RunContext
 from .memory import MAX_SLAB, plan_slab
+
+if TYPE_CHECKING:      # the compiled graph is the layer above: types only
+    from ..graph import CompiledGraph, CompiledNode
 
 FOLD_LIMIT = 64 * 1024
 
@@ -58,6 +61,7 @@ class ExecutionPlan:
         self.freed_after = freed_after
         self.in_place = in_place
         self.dynamic_ids = [o for st in steps if st.dynamic for o in st.node.outputs if o >= 0]
+        self.dynamic_ids += [v for v in graph.input_ids if facts[v].kind == DYNAMIC]
 
 
 def build_plan(graph: CompiledGraph, signature: tuple, early_free: str | None = None) -> ExecutionPlan:
@@ -68,7 +72,8 @@ def build_plan(graph: CompiledGraph, signature: tuple, early_free: str | None = 
     for vid, arr in graph.constants.items():
         facts[vid] = Fact(CONST, arr.dtype, arr.shape, arr)
     for vid, (dtype, shape) in zip(graph.input_ids, signature):
-        facts[vid] = Fact(STATIC, np.dtype(dtype), tuple(shape))
+        # a shape of None: a packed sequence or optional, handed over as it is in each run
+        facts[vid] = Fact(STATIC, np.dtype(dtype), tuple(shape)) if shape is not None else Fact(DYNAMIC)
 
     steps: list[Step] = []
     for node in graph.nodes:

@@ -8,10 +8,13 @@ evicted plan's run states are dropped only when its last run gives its state bac
 from __future__ import annotations
 
 import threading
+from typing import TYPE_CHECKING
 
-from ..graph import CompiledGraph
 from .build import ExecutionPlan, build_plan
 from .state import RunState, StatePool
+
+if TYPE_CHECKING:
+    from ..graph import CompiledGraph
 
 
 class PlanEntry:

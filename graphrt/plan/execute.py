@@ -5,7 +5,7 @@ import numpy as np
 
 from ..errors import ErrorKind, SessionError
 from ..kernels.base import InferContext, RunContext
-from .build import ExecutionPlan, run_kernel
+from .build import DYNAMIC, ExecutionPlan, run_kernel
 from .state import RunState
 
 
@@ -13,7 +13,10 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool) -
     """Run every step; afterwards ``state.values[vid]`` holds each value of the run."""
     values = state.values
     for vid, x in zip(plan.graph.input_ids, feeds):
-        np.copyto(values[vid], x, casting="no")
+        if plan.facts[vid].kind == DYNAMIC:
+            values[vid] = x             # a packed value: read, never written
+        else:
+            np.copyto(values[vid], x, casting="no")
     state.arena.reset()
     slab = state.slab
     if poison:
@@ -23,7 +26,7 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool) -
         if cancel is not None and cancel.cancelled:
             raise SessionError(ErrorKind.CANCELLED, "the run was cancelled", st.node.info.name)
         if st.dynamic:
-            _run_dynamic(st.node, values, state.arena, plan.graph.exact)
+            _run_dynamic(st.node, values, state.arena, plan.graph.exact, cancel)
         elif not st.view:
             run_kernel(st.node, contexts[i])
         if poison:
@@ -36,12 +39,12 @@ def release_dynamic(plan: ExecutionPlan, state: RunState) -> None:
         state.values[vid] = None
 
 
-def _run_dynamic(node, values, arena, exact: bool) -> None:
+def _run_dynamic(node, values, arena, exact: bool, cancel) -> None:
     ins = [values[i] if i >= 0 else None for i in node.inputs]
     n_out = len(node.outputs)
     kernel = node.kernel
     if kernel.outputs_data_dependent:
-        ctx = RunContext(node.info, ins, [None] * n_out, None, exact, arena)
+        ctx = RunContext(node.info, ins, [None] * n_out, None, exact, arena, cancel)
     else:
         ictx = InferContext(node.info, exact, [a.dtype if a is not None else None for a in ins],
                             [a.shape if a is not None else None for a in ins], ins, n_out)
@@ -56,7 +59,7 @@ def _run_dynamic(node, values, arena, exact: bool) -> None:
             return
         outs = [arena.take(d, s, node.info.name) if o >= 0 else None
                 for o, d, s in zip(node.outputs, ictx.out_dtypes, ictx.out_shapes)]
-        ctx = RunContext(node.info, ins, outs, ictx.prepared, exact, arena)
+        ctx = RunContext(node.info, ins, outs, ictx.prepared, exact, arena, cancel)
     run_kernel(node, ctx)
     for o, arr in zip(node.outputs, ctx.outputs):
         if o >= 0:

@@ -7,8 +7,9 @@ from .errors import ErrorKind, SessionError  # noqa: E402
 from .ir import TensorInfo  # noqa: E402
 from .model import Model, load  # noqa: E402
 from .options import CancelToken, Mode, OptimizationLevel, SessionOptions, WeightStorage  # noqa: E402
+from .profile import Profile  # noqa: E402
 from .session import Session  # noqa: E402
 
 __all__ = ["load", "Model", "Session", "SessionOptions", "SessionError", "ErrorKind", "TensorInfo",
-           "CancelToken", "Mode", "OptimizationLevel", "WeightStorage"]
+           "CancelToken", "Mode", "OptimizationLevel", "WeightStorage", "Profile"]
 __version__ = "0.1.0"

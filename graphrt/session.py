@@ -40,6 +40,7 @@ class Session:
         self._lock = threading.Lock()
         self._input_pos = {info.name: i for i, info in enumerate(self._graph.inputs)}
         self._output_pos = {info.name: i for i, info in enumerate(self._graph.outputs)}
+        self._value_ids = None
 
     # -- description -------------------------------------------------------------------
     @property
@@ -56,29 +57,38 @@ class Session:
 
     # -- running -----------------------------------------------------------------------
     def run(self, output_names=None, feeds: Mapping | None = None, *, out: Mapping | None = None,
-            cancel: CancelToken | None = None) -> list[np.ndarray]:
-        """Tensor form: ``feeds`` maps every input name to an array; returns the outputs
-        named (all when None) in that order. Arrays in ``out`` (name -> array) are checked
-        and overwritten; the others are allocated."""
+            cancel: CancelToken | None = None, profile=None) -> list:
+        """Tensor form: ``feeds`` maps every input name to an array; returns the values named
+        (all graph outputs when None) in that order. Any value of the graph may be named, not
+        only its outputs: the plan then keeps that intermediate value alive to the end.
+        Arrays in ``out`` (name -> array) are checked and overwritten; the others are
+        allocated. ``profile``: a graphrt.profile.Profile that records each step's time."""
         graph = self._live_graph()
         arrays = self._validate_feeds(graph, feeds)
         names = [o.name for o in graph.outputs] if output_names is None else list(output_names)
-        wanted = []
-        for name in names:
-            if name not in self._output_pos:
-                raise SessionError(ErrorKind.INVALID_INPUT, f"the model has no output {name!r}")
-            wanted.append(self._output_pos[name])
+        wanted = [self._value_id(graph, name) for name in names]
         out = dict(out or {})
         for name in out:
             if name not in names:
                 raise SessionError(ErrorKind.INVALID_INPUT,
                                    f"an out buffer was given for {name!r}, which is not requested")
+        keep = tuple(sorted({v for v in wanted if v not in graph.output_ids}))
         return self._run(graph, arrays, cancel, lambda plan, values: [
-            self._deliver(plan, values, graph.output_ids[k], graph.outputs[k].name,
-                          out.get(graph.outputs[k].name), False)
-            for k in wanted], lambda plan: [
-            self._check_out(plan, graph.output_ids[k], graph.outputs[k].name,
-                            out.get(graph.outputs[k].name), False) for k in wanted])
+            self._deliver(plan, values, vid, name, out.get(name), False)
+            for vid, name in zip(wanted, names)], lambda plan: [
+            self._check_out(plan, vid, name, out.get(name), False)
+            for vid, name in zip(wanted, names)], keep, profile)
+
+    def _value_id(self, graph: CompiledGraph, name: str) -> int:
+        k = self._output_pos.get(name)
+        if k is not None:
+            return graph.output_ids[k]
+        ids = self._value_ids
+        if ids is None:
+            ids = self._value_ids = {v: i for i, v in enumerate(graph.value_names)}
+        if name not in ids:
+            raise SessionError(ErrorKind.INVALID_INPUT, f"the model has no output or value {name!r}")
+        return ids[name]
 
     def run_into(self, x, out: np.ndarray) -> tuple:
         """Span form for one-input, one-output models: ``x`` is copied into the plan's
@@ -96,17 +106,20 @@ class Session:
                            lambda plan: self._check_out(plan, vid, name, out, True))
         return result.shape
 
-    def _run(self, graph, arrays, cancel, deliver, precheck):
+    def _run(self, graph, arrays, cancel, deliver, precheck, keep=(), profile=None):
         cancel = cancel if cancel is not None else self._cancel
-        entry = self._plans.acquire(_signature(arrays))
+        entry = self._plans.acquire(_signature(arrays), keep)
         try:
             plan = entry.plan
             precheck(plan)
             state = entry.take()
             before = numba.get_num_threads()
             numba.set_num_threads(self._threads)
+            sink = None if profile is None else profile.begin(plan)
             try:
-                execute(plan, state, arrays, cancel, self._poison)
+                execute(plan, state, arrays, cancel, self._poison, sink)
+                if sink is not None:
+                    sink.close(state.values)
                 return deliver(plan, state.values)
             finally:
                 numba.set_num_threads(before)
@@ -148,7 +161,8 @@ class Session:
     @staticmethod
     def _deliver(plan, values, vid: int, name: str, buf, span: bool):
         src = values[vid]
-        if packed.is_packed(src) and plan.graph.outputs[plan.graph.output_ids.index(vid)].kind != "tensor":
+        if packed.is_packed(src) and vid in plan.graph.output_ids and \
+                plan.graph.outputs[plan.graph.output_ids.index(vid)].kind != "tensor":
             if buf is not None:
                 raise SessionError(ErrorKind.INVALID_INPUT,
                                    f"output {name!r} is a sequence or optional: it takes no out buffer")

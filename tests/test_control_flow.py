@@ -210,3 +210,26 @@ def test_wrong_sequence_input_is_invalid_input():
     with pytest.raises(SessionError) as e:
         graphrt.Session(model).run(None, {"xs": np.ones(3, np.float32)})
     assert e.value.kind is ErrorKind.INVALID_INPUT
+
+
+def test_exact_mode_through_a_body_is_bit_identical_at_1_and_2_threads():
+    rng = np.random.default_rng(5)
+    w = (rng.standard_normal((256, 256)) / 16).astype(np.float32)
+    body = graph([n("MatMul", ["h", "w"], ["m"]), n("Relu", ["m"], ["r"]), n("Add", ["r", "h"], ["h2"]),
+                  n("Identity", ["cond_in"], ["c"])],
+                 [tensor("i", I64, []), tensor("cond_in", B, []), tensor("h", F, [64, 256])],
+                 [tensor("c", B, []), tensor("h2", F, [64, 256])])
+    model = make([n("Loop", ["M", "", "h0"], ["h"], body=body)],
+                 [tensor("M", I64, []), tensor("h0", F, [64, 256])], [tensor("h", F, [64, 256])],
+                 [const("w", w)])
+    feeds = {"M": np.array(4, np.int64), "h0": rng.standard_normal((64, 256)).astype(np.float32)}
+    one = graphrt.Session(model, graphrt.SessionOptions(mode="exact", intra_op_threads=1)).run(None, feeds)[0]
+    two = graphrt.Session(model, graphrt.SessionOptions(mode="exact", intra_op_threads=2)).run(None, feeds)[0]
+    assert np.array_equal(one.view(np.uint32), two.view(np.uint32))
+    h = feeds["h0"]
+    for _ in range(4):
+        acc = np.zeros((64, 256), np.float32)
+        for k in range(256):               # the exact MatMul's order: k ascending, no FMA
+            acc = acc + h[:, k:k + 1] * w[k:k + 1, :]
+        h = np.where(acc <= 0, np.float32(0), acc) + h
+    assert np.array_equal(one.view(np.uint32), h.view(np.uint32))

@@ -64,9 +64,12 @@ class ExecutionPlan:
         self.dynamic_ids += [v for v in graph.input_ids if facts[v].kind == DYNAMIC]
 
 
-def build_plan(graph: CompiledGraph, signature: tuple, early_free: str | None = None) -> ExecutionPlan:
-    """``signature``: ((dtype, shape), ...) in graph input order. ``early_free`` names a
-    value whose slab block is freed too early (a planted fault for checked-mode tests)."""
+def build_plan(graph: CompiledGraph, signature: tuple, early_free: str | None = None,
+               keep: tuple = ()) -> ExecutionPlan:
+    """``signature``: ((dtype, shape), ...) in graph input order. ``keep``: ids of
+    intermediate values the caller wants, kept alive to the end like outputs.
+    ``early_free`` names a value whose slab block is freed too early (a planted fault for
+    checked-mode tests)."""
     exact = graph.exact
     facts: list[Fact | None] = [None] * graph.n_values
     for vid, arr in graph.constants.items():
@@ -126,7 +129,7 @@ def build_plan(graph: CompiledGraph, signature: tuple, early_free: str | None = 
                 facts[o] = f
         steps.append(Step(node, dynamic=False, prepared=ctx.prepared))
 
-    layout = _layout(graph, facts, steps, early_free)
+    layout = _layout(graph, facts, steps, early_free, keep)
     if layout.size > MAX_SLAB:
         raise SessionError(ErrorKind.UNSUPPORTED,
                            f"the plan for input shapes {[list(s) for _, s in signature]} needs a "
@@ -164,7 +167,7 @@ def run_kernel(node: CompiledNode, ctx: RunContext) -> None:
                            node.info.name) from e
 
 
-def _layout(graph: CompiledGraph, facts, steps, early_free):
+def _layout(graph: CompiledGraph, facts, steps, early_free, extra_keep=()):
     """Describe the slab values and steps to plan_slab. Step 0 makes the graph inputs.
     Values of object dtype (strings) cannot live in bytes: run states hold them apart."""
     def in_slab(v):
@@ -185,7 +188,7 @@ def _layout(graph: CompiledGraph, facts, steps, early_free):
                 and in_slab(outs[0]) and ins.count(ins[0]) == 1:
             in_place[s] = (outs[0], ins[0])
     static = [v for vs in made for v in vs]
-    keep = {v for v in graph.output_ids if in_slab(v)}
+    keep = {v for v in list(graph.output_ids) + list(extra_keep) if in_slab(v)}
     early = None
     if early_free is not None:
         early = graph.value_names.index(early_free)

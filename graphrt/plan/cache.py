@@ -57,17 +57,20 @@ class PlanCache:
         self.builds = 0
         self.early_free: str | None = None     # test hook: see build_plan
 
-    def acquire(self, signature: tuple) -> PlanEntry:
-        """The entry for ``signature`` with one reference taken for the caller."""
+    def acquire(self, signature: tuple, keep: tuple = ()) -> PlanEntry:
+        """The entry for ``signature`` (and the extra values ``keep`` to keep alive) with one
+        reference taken for the caller."""
+        key = (signature, keep)
         while True:
-            entry = self._find(signature, self._entries)
+            entry = self._find(key, self._entries)
             if entry is None:
                 with self._lock:
-                    entry = self._find(signature, self._entries)
+                    entry = self._find(key, self._entries)
                     if entry is None:
-                        entry = PlanEntry(build_plan(self.graph, signature, self.early_free), self.poison)
+                        entry = PlanEntry(build_plan(self.graph, signature, self.early_free, keep),
+                                          self.poison)
                         self.builds += 1
-                        kept = self._entries + ((signature, entry),)
+                        kept = self._entries + ((key, entry),)
                         while len(kept) > self.capacity:
                             kept[0][1].release()
                             kept = kept[1:]

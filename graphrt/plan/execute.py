@@ -1,6 +1,8 @@
 """Running a plan with one run state: stage inputs, walk the steps, hand out outputs."""
 from __future__ import annotations
 
+from time import perf_counter
+
 import numpy as np
 
 from ..errors import ErrorKind, SessionError
@@ -9,8 +11,10 @@ from .build import DYNAMIC, ExecutionPlan, run_kernel
 from .state import RunState
 
 
-def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool) -> None:
-    """Run every step; afterwards ``state.values[vid]`` holds each value of the run."""
+def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
+            timings: list | None = None) -> None:
+    """Run every step; afterwards ``state.values[vid]`` holds each value of the run.
+    ``timings``, when given, receives (step index, start, end) in perf_counter seconds."""
     values = state.values
     for vid, x in zip(plan.graph.input_ids, feeds):
         if plan.facts[vid].kind == DYNAMIC:
@@ -25,10 +29,14 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool) -
     for i, st in enumerate(plan.steps):
         if cancel is not None and cancel.cancelled:
             raise SessionError(ErrorKind.CANCELLED, "the run was cancelled", st.node.info.name)
+        if timings is not None:
+            t0 = perf_counter()
         if st.dynamic:
             _run_dynamic(st.node, values, state.arena, plan.graph.exact, cancel)
         elif not st.view:
             run_kernel(st.node, contexts[i])
+        if timings is not None:
+            timings.append((i, t0, perf_counter()))
         if poison:
             _poison(slab, plan.freed_after[i + 1])
 

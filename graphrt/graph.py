@@ -118,7 +118,7 @@ class CompiledGraph:
             _check(cancel)
             info = NodeInfo(n.name, n.op_type, n.domain, opset, n.attrs, len(n.inputs), len(outs),
                             body_compiler(caps) if caps or _has_graphs(n) else None)
-            self.nodes.append(CompiledNode(info, opdef.factory(info), ins, outs))
+            self.nodes.append(CompiledNode(info, _make_kernel(opdef, info), ins, outs))
 
         if self.exact:
             lacking = sorted({c.info.op_type for c in self.nodes if not c.kernel.supports_exact})
@@ -186,6 +186,17 @@ def _live_nodes(wired, wanted: set[int]) -> list[int]:
             keep.append(i)
             need.update(x for x in ins if x >= 0)
     return keep[::-1]
+
+
+def _make_kernel(opdef, info: NodeInfo) -> OpKernel:
+    """The factory's kernel; a factory tripping over malformed attributes is a bad model."""
+    try:
+        return opdef.factory(info)
+    except SessionError:
+        raise
+    except Exception as e:  # noqa: BLE001 - e.g. an attribute of the wrong type
+        raise SessionError(ErrorKind.INVALID_MODEL,
+                           f"{info.op_type}: malformed attributes ({type(e).__name__}: {e})", info.name) from e
 
 
 def _check(cancel):

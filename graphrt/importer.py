@@ -54,16 +54,17 @@ def read_model(src, cancel: CancelToken | None = None) -> tuple[IrModel, bytes]:
         opsets[domain] = int(imp.version)
     if "" not in opsets and proto.ir_version < 3:
         opsets[""] = 1
-    importer = _Importer(base_dir, cancel)
+    importer = _Importer(base_dir, cancel, opsets)
     graph = importer.graph(proto.graph)
     model = IrModel(graph, opsets, int(proto.ir_version), proto.producer_name)
     return model, proto.SerializeToString()
 
 
 class _Importer:
-    def __init__(self, base_dir: str | None, cancel: CancelToken | None):
+    def __init__(self, base_dir: str | None, cancel: CancelToken | None, opsets: dict):
         self.base_dir = base_dir
         self.cancel = cancel
+        self.opsets = opsets
 
     def _check_cancel(self):
         if self.cancel is not None and self.cancel.cancelled:
@@ -81,12 +82,31 @@ class _Importer:
         for i, n in enumerate(g.node):
             self._check_cancel()
             name = n.name or f"{n.op_type}_{i}"
+            self.check_attribute_types(n, name)
             attrs = {a.name: self.attribute(a, name) for a in n.attribute}
             domain = "" if n.domain in ("", "ai.onnx") else n.domain
             nodes.append(IrNode(name, n.op_type, domain, list(n.input), list(n.output), attrs))
         infos = {v.name: value_info(v) for v in g.value_info}
         return IrGraph(g.name, nodes, [value_info(v) for v in g.input],
                        [value_info(v) for v in g.output], inits, infos)
+
+    def check_attribute_types(self, n: onnx.NodeProto, name: str) -> None:
+        """Attributes whose type differs from the operator's schema make a bad model."""
+        domain = "" if n.domain in ("", "ai.onnx") else n.domain
+        version = self.opsets.get(domain)
+        if version is None:
+            return
+        try:
+            schema = onnx.defs.get_schema(n.op_type, version, domain)
+        except Exception:  # noqa: BLE001 - no schema (custom or unknown operator): nothing to check
+            return
+        for a in n.attribute:
+            spec = schema.attributes.get(a.name)
+            if spec is not None and a.type != spec.type:
+                raise SessionError(ErrorKind.INVALID_MODEL,
+                                   f"{n.op_type}: attribute {a.name!r} must be "
+                                   f"{onnx.AttributeProto.AttributeType.Name(spec.type)}, got "
+                                   f"{onnx.AttributeProto.AttributeType.Name(a.type)}", name)
 
     def tensor(self, t: onnx.TensorProto) -> np.ndarray:
         if t.data_type == onnx.TensorProto.UNDEFINED:

@@ -35,6 +35,7 @@ class SessionOptions:
     optimization_level: OptimizationLevel = OptimizationLevel.ALL
     weight_storage: WeightStorage = WeightStorage.ORIGINAL
     max_cached_plans: int = 16
+    max_arena_bytes: int = 4 << 30     # run-time buffers (dynamic values) of one run, at most
 
     def __post_init__(self):
         object.__setattr__(self, "mode", Mode(_lower(self.mode)))
@@ -45,6 +46,8 @@ class SessionOptions:
             raise ValueError(f"intra_op_threads must be an int from 0 to {MAX_THREADS}")
         if not isinstance(self.max_cached_plans, int) or self.max_cached_plans < 1:
             raise ValueError("max_cached_plans must be a positive int")
+        if not isinstance(self.max_arena_bytes, int) or self.max_arena_bytes < 0:
+            raise ValueError("max_arena_bytes must be a non-negative int")
 
     @property
     def exact(self) -> bool:

@@ -35,7 +35,8 @@ class Session:
         self.kernel_path = best_path()
         self._threads = threads.resolve(self.options.intra_op_threads)
         self._poison = checked_mode()
-        self._plans = PlanCache(self._graph, self.options.max_cached_plans, self._poison)
+        self._plans = PlanCache(self._graph, self.options.max_cached_plans, self._poison,
+                                self.options.max_arena_bytes)
         self._closed = False
         self._lock = threading.Lock()
         self._input_pos = {info.name: i for i, info in enumerate(self._graph.inputs)}

@@ -233,3 +233,17 @@ def test_exact_mode_through_a_body_is_bit_identical_at_1_and_2_threads():
             acc = acc + h[:, k:k + 1] * w[k:k + 1, :]
         h = np.where(acc <= 0, np.float32(0), acc) + h
     assert np.array_equal(one.view(np.uint32), h.view(np.uint32))
+
+
+@pytest.mark.parametrize("sign,trips", [(1, 3), (-1, 2), (1, 0), (-1, 0)])
+def test_model_exported_by_pytorch_with_if_and_loop(sign, trips):
+    """tests/data/torch_control_flow.onnx comes from examples/export_control_flow.py."""
+    import os
+    path = os.path.join(os.path.dirname(__file__), "data", "torch_control_flow.onnx")
+    x = sign * np.abs(np.random.default_rng(trips).standard_normal((5, 4))).astype(np.float32)
+    feeds = {"x": x, "n": np.array(trips, np.int64)}
+    got = graphrt.Session(path).run(None, feeds)[0]
+    want = ReferenceEvaluator(path).run(None, feeds)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    if trips == 0:                         # no iteration: the branch's value comes through
+        assert np.array_equal(got, x * 2 if sign > 0 else x - 1)

@@ -88,7 +88,7 @@ def build_plan(graph: CompiledGraph, signature: tuple, early_free: str | None = 
             ctx = InferContext(node.info, exact, [f.dtype if f else None for f in ins],
                                [f.shape if f else None for f in ins],
                                [f.value if f else None for f in ins], len(node.outputs))
-            kernel.infer(ctx)
+            infer_kernel(node, ctx)
             dynamic = ctx.needs_values
         if dynamic:
             for o in node.outputs:
@@ -153,6 +153,18 @@ def _fold(node: CompiledNode, ins, outs, prepared, exact: bool) -> list[np.ndarr
                      prepared, exact)
     run_kernel(node, ctx)
     return arrays
+
+
+def infer_kernel(node: CompiledNode, ctx: InferContext) -> None:
+    """``kernel.infer`` with foreign failures turned into a SessionError naming the node."""
+    try:
+        node.kernel.infer(ctx)
+    except SessionError:
+        raise
+    except Exception as e:  # noqa: BLE001 - malformed attributes or inputs the kernel missed
+        raise SessionError(ErrorKind.INVALID_MODEL,
+                           f"{node.info.op_type}: cannot infer outputs ({type(e).__name__}: {e})".splitlines()[0],
+                           node.info.name) from e
 
 
 def run_kernel(node: CompiledNode, ctx: RunContext) -> None:

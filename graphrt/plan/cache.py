@@ -11,7 +11,7 @@ import threading
 from typing import TYPE_CHECKING
 
 from .build import ExecutionPlan, build_plan
-from .state import RunState, StatePool
+from .state import DEFAULT_ARENA_LIMIT, RunState, StatePool
 
 if TYPE_CHECKING:
     from ..graph import CompiledGraph
@@ -20,9 +20,9 @@ if TYPE_CHECKING:
 class PlanEntry:
     __slots__ = ("plan", "pool", "_refs", "_lock")
 
-    def __init__(self, plan: ExecutionPlan, poison: bool):
+    def __init__(self, plan: ExecutionPlan, poison: bool, arena_limit: int):
         self.plan = plan
-        self.pool = StatePool(plan, poison)
+        self.pool = StatePool(plan, poison, arena_limit)
         self._refs = 1                      # the cache's own reference
         self._lock = threading.Lock()
 
@@ -48,10 +48,12 @@ class PlanEntry:
 
 
 class PlanCache:
-    def __init__(self, graph: CompiledGraph, capacity: int, poison: bool):
+    def __init__(self, graph: CompiledGraph, capacity: int, poison: bool,
+                 arena_limit: int = DEFAULT_ARENA_LIMIT):
         self.graph = graph
         self.capacity = capacity
         self.poison = poison
+        self.arena_limit = arena_limit
         self._entries: tuple[tuple[tuple, PlanEntry], ...] = ()
         self._lock = threading.Lock()
         self.builds = 0
@@ -68,7 +70,7 @@ class PlanCache:
                     entry = self._find(key, self._entries)
                     if entry is None:
                         entry = PlanEntry(build_plan(self.graph, signature, self.early_free, keep),
-                                          self.poison)
+                                          self.poison, self.arena_limit)
                         self.builds += 1
                         kept = self._entries + ((key, entry),)
                         while len(kept) > self.capacity:

@@ -7,7 +7,7 @@ import numpy as np
 
 from ..errors import ErrorKind, SessionError
 from ..kernels.base import InferContext, RunContext
-from .build import DYNAMIC, ExecutionPlan, run_kernel
+from .build import DYNAMIC, ExecutionPlan, infer_kernel, run_kernel
 from .state import RunState
 
 
@@ -56,7 +56,7 @@ def _run_dynamic(node, values, arena, exact: bool, cancel) -> None:
     else:
         ictx = InferContext(node.info, exact, [a.dtype if a is not None else None for a in ins],
                             [a.shape if a is not None else None for a in ins], ins, n_out)
-        kernel.infer(ictx)
+        infer_kernel(node, ictx)
         if any(c is not None for c in ictx.constants):
             for o, c in zip(node.outputs, ictx.constants):
                 if o >= 0:

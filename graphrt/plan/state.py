@@ -56,9 +56,10 @@ class StatePool:
     """Run states of one plan. ``close`` drops the idle ones; states given back after it are
     dropped too, so an evicted plan's memory goes when its last run leaves."""
 
-    def __init__(self, plan: ExecutionPlan, poison: bool):
+    def __init__(self, plan: ExecutionPlan, poison: bool, arena_limit: int = DEFAULT_ARENA_LIMIT):
         self.plan = plan
         self.poison = poison
+        self.arena_limit = arena_limit
         self._idle: list[RunState] = []
         self._lock = threading.Lock()
         self._open = True
@@ -67,7 +68,7 @@ class StatePool:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        return RunState(self.plan, self.poison)
+        return RunState(self.plan, self.poison, self.arena_limit)
 
     def give(self, state: RunState) -> None:
         with self._lock:

@@ -9,7 +9,10 @@ from .model import Model, load  # noqa: E402
 from .options import CancelToken, Mode, OptimizationLevel, SessionOptions, WeightStorage  # noqa: E402
 from .profile import Profile  # noqa: E402
 from .session import Session  # noqa: E402
+from .custom import OpDef, OpKernel, custom_operators  # noqa: E402
+from .score import score  # noqa: E402
 
 __all__ = ["load", "Model", "Session", "SessionOptions", "SessionError", "ErrorKind", "TensorInfo",
-           "CancelToken", "Mode", "OptimizationLevel", "WeightStorage", "Profile"]
+           "CancelToken", "Mode", "OptimizationLevel", "WeightStorage", "Profile",
+           "score", "custom_operators", "OpDef", "OpKernel"]
 __version__ = "0.1.0"

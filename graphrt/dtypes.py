@@ -3,6 +3,16 @@ from __future__ import annotations
 
 import numpy as np
 
+def _ml(name):
+    """A dtype from ml_dtypes (an onnx dependency) for the types numpy lacks; numba cannot
+    compute in them: kernels widen them or refuse them."""
+    try:
+        import ml_dtypes
+        return np.dtype(getattr(ml_dtypes, name))
+    except (ImportError, AttributeError):
+        return None
+
+
 # code -> (ONNX name, numpy dtype or None where numpy has none)
 _TYPES = {
     1: ("FLOAT", np.dtype(np.float32)),
@@ -20,17 +30,17 @@ _TYPES = {
     13: ("UINT64", np.dtype(np.uint64)),
     14: ("COMPLEX64", np.dtype(np.complex64)),
     15: ("COMPLEX128", np.dtype(np.complex128)),
-    16: ("BFLOAT16", None),
-    17: ("FLOAT8E4M3FN", None),
-    18: ("FLOAT8E4M3FNUZ", None),
-    19: ("FLOAT8E5M2", None),
-    20: ("FLOAT8E5M2FNUZ", None),
-    21: ("UINT4", None),
-    22: ("INT4", None),
-    23: ("FLOAT4E2M1", None),
-    24: ("FLOAT8E8M0", None),
-    25: ("UINT2", None),
-    26: ("INT2", None),
+    16: ("BFLOAT16", _ml("bfloat16")),
+    17: ("FLOAT8E4M3FN", _ml("float8_e4m3fn")),
+    18: ("FLOAT8E4M3FNUZ", _ml("float8_e4m3fnuz")),
+    19: ("FLOAT8E5M2", _ml("float8_e5m2")),
+    20: ("FLOAT8E5M2FNUZ", _ml("float8_e5m2fnuz")),
+    21: ("UINT4", _ml("uint4")),
+    22: ("INT4", _ml("int4")),
+    23: ("FLOAT4E2M1", _ml("float4_e2m1fn")),
+    24: ("FLOAT8E8M0", _ml("float8_e8m0fnu")),
+    25: ("UINT2", _ml("uint2")),
+    26: ("INT2", _ml("int2")),
 }
 _CODE_OF = {dt: code for code, (_, dt) in _TYPES.items() if dt is not None}
 
@@ -41,6 +51,7 @@ INTEGERS = SIGNED | UNSIGNED
 NUMERIC = FLOATS | INTEGERS
 BOOL = frozenset({np.dtype(np.bool_)})
 ALL_TENSOR = NUMERIC | BOOL
+EXOTIC = frozenset(dt for code, (_, dt) in _TYPES.items() if code >= 16 and dt is not None)
 
 
 def to_numpy(code: int) -> np.dtype:

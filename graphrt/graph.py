@@ -117,7 +117,7 @@ class CompiledGraph:
         for n, ins, outs, caps, opdef, opset in resolved:
             _check(cancel)
             info = NodeInfo(n.name, n.op_type, n.domain, opset, n.attrs, len(n.inputs), len(outs),
-                            body_compiler(caps) if caps or _has_graphs(n) else None)
+                            body_compiler(caps), g)
             self.nodes.append(CompiledNode(info, _make_kernel(opdef, info), ins, outs))
 
         if self.exact:
@@ -144,10 +144,6 @@ def _graphs_of(value) -> list[IrGraph]:
     if isinstance(value, list):
         return [v for v in value if isinstance(v, IrGraph)]
     return []
-
-
-def _has_graphs(node) -> bool:
-    return any(_graphs_of(v) for v in node.attrs.values())
 
 
 def free_names(g: IrGraph) -> list[str]:

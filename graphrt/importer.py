@@ -18,6 +18,10 @@ from .ir import IrGraph, IrModel, IrNode, TensorInfo
 from .options import CancelToken
 
 
+_TP = onnx.TensorProto
+_PACKED_BITS = {_TP.UINT4: 4, _TP.INT4: 4, _TP.FLOAT4E2M1: 4, _TP.UINT2: 2, _TP.INT2: 2}
+
+
 def read_model(src, cancel: CancelToken | None = None) -> tuple[IrModel, bytes]:
     """Load ``src`` (path, bytes, binary file object or ModelProto); returns the IR and the
     serialized model bytes (kept for pickling)."""
@@ -149,8 +153,10 @@ class _Importer:
             raise SessionError(ErrorKind.UNSUPPORTED, f"{where}: {e}") from None
         count = int(np.prod(t.dims, dtype=np.int64))
         offset = int(info.get("offset", 0))
-        length = int(info.get("length", count * dtype.itemsize))
-        if length != count * dtype.itemsize:
+        bits = _PACKED_BITS.get(t.data_type)        # 4- and 2-bit types: packed in the file
+        stored = count * dtype.itemsize if bits is None else (count * bits + 7) // 8
+        length = int(info.get("length", stored))
+        if length != stored:
             raise SessionError(ErrorKind.INVALID_MODEL, f"{where}: length {length} does not match dims {list(t.dims)}")
         try:
             with open(path, "rb") as f:
@@ -160,6 +166,13 @@ class _Importer:
             raise SessionError(ErrorKind.INVALID_MODEL, f"{where}: {e}") from None
         if len(data) != length:
             raise SessionError(ErrorKind.INVALID_MODEL, f"{where}: file {location!r} is too short")
+        if bits is not None:                        # onnx unpacks the packed types
+            inline = onnx.TensorProto()
+            inline.CopyFrom(t)
+            del inline.external_data[:]
+            inline.data_location = onnx.TensorProto.DEFAULT
+            inline.raw_data = data
+            return _own(numpy_helper.to_array(inline))
         return np.frombuffer(data, dtype=dtype.newbyteorder("<")).astype(dtype).reshape(tuple(t.dims))
 
     def attribute(self, a: onnx.AttributeProto, node: str):

@@ -29,7 +29,7 @@ def is_packed(value) -> bool:
 
 
 def _element(arr: np.ndarray) -> bytes:
-    arr = np.ascontiguousarray(arr)
+    arr = np.asarray(arr)           # (np.ascontiguousarray would make a 0-d array 1-d)
     if arr.dtype == object:
         raise TypeError("strings cannot be held in a sequence here")
     head = struct.pack("<BB", dtypes.to_code(arr.dtype), arr.ndim)

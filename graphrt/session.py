@@ -16,6 +16,8 @@ from .ir import TensorInfo
 from .kernels.paths import best_path
 from .kernels.table import DEFAULT, OperatorTable
 from .options import CancelToken, SessionOptions
+from .passes.export import to_onnx
+from .passes.table import run_passes
 from .plan.build import CONST, STATIC, checked_mode
 from .plan.cache import PlanCache
 from .plan.execute import execute, release_dynamic
@@ -28,9 +30,13 @@ class Session:
     def __init__(self, src, options: SessionOptions | None = None,
                  cancel: CancelToken | None = None, *, operators: OperatorTable = DEFAULT):
         self.options = options if options is not None else SessionOptions()
+        self._operators = operators
         threads.ensure_layer()
         model, self._model_bytes = read_model(src, cancel)
         self._graph = CompiledGraph.from_model(model, self.options, operators, cancel, Body)
+        self._opsets = dict(model.opsets)
+        self.pass_counts = run_passes(self._graph, operators, self.options.optimization_level,
+                                      self.options.exact, cancel)
         self._cancel = cancel
         self.kernel_path = best_path()
         self._threads = threads.resolve(self.options.intra_op_threads)
@@ -42,15 +48,16 @@ class Session:
         self._input_pos = {info.name: i for i, info in enumerate(self._graph.inputs)}
         self._output_pos = {info.name: i for i, info in enumerate(self._graph.outputs)}
         self._value_ids = None
+        self._made = None
 
     # -- description -------------------------------------------------------------------
     @property
     def inputs(self) -> list[TensorInfo]:
-        return list(self._graph.inputs)
+        return list(self._live_graph().inputs)
 
     @property
     def outputs(self) -> list[TensorInfo]:
-        return list(self._graph.outputs)
+        return list(self._live_graph().outputs)
 
     @property
     def plans_built(self) -> int:
@@ -89,7 +96,16 @@ class Session:
             ids = self._value_ids = {v: i for i, v in enumerate(graph.value_names)}
         if name not in ids:
             raise SessionError(ErrorKind.INVALID_INPUT, f"the model has no output or value {name!r}")
-        return ids[name]
+        vid = ids[name]
+        made = self._made
+        if made is None:
+            made = self._made = ({o for n in graph.nodes for o in n.outputs} | set(graph.input_ids)
+                                 | set(graph.constants))
+        if vid not in made:
+            raise SessionError(ErrorKind.INVALID_INPUT,
+                               f"value {name!r} is not computed by this session: no output needs it, or a "
+                               "graph pass fused it away (optimization_level='basic' keeps every value)")
+        return vid
 
     def run_into(self, x, out: np.ndarray) -> tuple:
         """Span form for one-input, one-output models: ``x`` is copied into the plan's
@@ -177,6 +193,11 @@ class Session:
         np.copyto(buf, src)
         return buf
 
+    def save_optimized(self, path: str) -> None:
+        """Write the graph as the passes left it (fused nodes in the domain "graphrt")."""
+        import onnx
+        onnx.save(to_onnx(self._live_graph(), self._opsets), path)
+
     # -- life cycle ----------------------------------------------------------------------
     def close(self) -> None:
         """Runs in progress finish; new runs raise Disposed; the weights and plans go when
@@ -195,11 +216,12 @@ class Session:
         self.close()
 
     def __reduce__(self):
-        return (_rebuild, (self._model_bytes, self.options))
+        return (_rebuild, (self._model_bytes, self.options,
+                           None if self._operators is DEFAULT else self._operators))
 
 
-def _rebuild(model_bytes: bytes, options: SessionOptions) -> Session:
-    return Session(model_bytes, options)
+def _rebuild(model_bytes: bytes, options: SessionOptions, operators=None) -> Session:
+    return Session(model_bytes, options, operators=DEFAULT if operators is None else operators)
 
 
 def _check_input(info: TensorInfo, value) -> np.ndarray:

@@ -25,6 +25,101 @@ def node_cases():
         return {c.name: c for c in collect_testcases()}
 
 
+DATA_KINDS = ("pytorch-converted", "pytorch-operator", "simple", "light")
+
+
+class DataCase:
+    """A case of onnx's backend/test/data folder, loaded like a node case: model, data sets
+    (inputs, expected outputs), tolerances (the loader's defaults unless data.json says)."""
+
+    def __init__(self, kind: str, name: str, path: str):
+        self.kind, self.name, self.path = kind, name, path
+        self.rtol, self.atol = 1e-3, 1e-7
+        self._model = self._sets = None
+
+    @property
+    def model(self):
+        import onnx
+        if self._model is None:
+            self._model = onnx.load(self.path if self.kind == "light" else os.path.join(self.path, "model.onnx"))
+        return self._model
+
+    @property
+    def data_sets(self):
+        if self._sets is None:
+            self._sets = self._light_sets() if self.kind == "light" else self._folder_sets()
+        return self._sets
+
+    def _folder_sets(self):
+        import glob
+        g = self.model.graph
+        sets = []
+        for d in sorted(glob.glob(os.path.join(self.path, "test_data_set*"))):
+            ins = [_read_proto(os.path.join(d, f"input_{i}.pb"), g.input[i].type)
+                   for i in range(len(glob.glob(os.path.join(d, "input_*.pb"))))]
+            outs = [_read_proto(os.path.join(d, f"output_{i}.pb"), g.output[i].type)
+                    for i in range(len(glob.glob(os.path.join(d, "output_*.pb"))))]
+            sets.append((ins, outs))
+        return sets
+
+    def _light_sets(self):
+        """Inputs as onnx's runner makes them for light models (arange / n, unknown dims 1);
+        the expected output is the file shipped beside the model."""
+        g = self.model.graph
+        inits = {i.name for i in g.initializer}
+        ins = []
+        for x in g.input:
+            if x.name in inits:
+                continue
+            shape = tuple(d.dim_value if d.HasField("dim_value") else 1 for d in x.type.tensor_type.shape.dim)
+            n = int(np.prod(shape))
+            ins.append((np.arange(n).reshape(shape) / n).astype(np.float32))
+        prefix = os.path.splitext(self.path)[0]
+        outs = [_read_proto(f"{prefix}_output_{i}.pb", g.output[i].type) for i in range(len(g.output))]
+        return [(ins, outs)]
+
+
+def _read_proto(path: str, type_proto):
+    import onnx
+    from onnx import numpy_helper
+    with open(path, "rb") as f:
+        raw = f.read()
+    which = type_proto.WhichOneof("value")
+    if which == "sequence_type":
+        seq = onnx.SequenceProto()
+        seq.ParseFromString(raw)
+        return numpy_helper.to_list(seq)
+    if which == "optional_type":
+        opt = onnx.OptionalProto()
+        opt.ParseFromString(raw)
+        return numpy_helper.to_optional(opt)
+    t = onnx.TensorProto()
+    t.ParseFromString(raw)
+    return numpy_helper.to_array(t)
+
+
+@functools.lru_cache(maxsize=1)
+def data_cases():
+    import onnx
+    root = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data")
+    out = {}
+    for kind in DATA_KINDS:
+        folder = os.path.join(root, kind)
+        for entry in sorted(os.listdir(folder)):
+            path = os.path.join(folder, entry)
+            if kind == "light":
+                if entry.endswith(".onnx"):
+                    name = f"light/{entry[:-5]}"
+                    out[name] = DataCase(kind, name, path)
+            elif os.path.isdir(path):
+                out[f"{kind}/{entry}"] = DataCase(kind, f"{kind}/{entry}", path)
+    return out
+
+
+def all_cases():
+    return {**node_cases(), **data_cases()}
+
+
 def load_xfail() -> dict[str, str]:
     out = {}
     if os.path.exists(XFAIL_PATH):
@@ -37,13 +132,14 @@ def load_xfail() -> dict[str, str]:
     return out
 
 
-def run_case(case) -> str | None:
+def run_case(case, level: str = "all") -> str | None:
     """None when every data set of the case matches; otherwise why not (one line)."""
     try:
-        sess = graphrt.Session(case.model)
+        sess = graphrt.Session(case.model, graphrt.SessionOptions(optimization_level=level))
     except graphrt.SessionError as e:
         return f"{e.kind}: {e.reason}"[:200]
-    names = [i.name for i in case.model.graph.input]
+    inits = {t.name for t in case.model.graph.initializer}
+    names = [i.name for i in case.model.graph.input if i.name not in inits or case.kind != "light"]
     # inputs that are initializers are not fed
     fed = [i.name for i in sess.inputs]
     for inputs, expected in case.data_sets:
@@ -94,20 +190,41 @@ def compare(got, expected, rtol, atol) -> str | None:
     if not nan_ok.all():
         return "NaN positions differ"
     mask = ~np.isnan(e)
-    bad = ~(np.abs(g[mask] - e[mask]) <= atol + rtol * np.abs(e[mask]))
+    with np.errstate(invalid="ignore", over="ignore"):
+        bad = ~(np.abs(g[mask] - e[mask]) <= atol + rtol * np.abs(e[mask]))
     bad &= ~(g[mask] == e[mask])       # equal infinities
     if bad.any():
-        return f"{int(bad.sum())} of {e.size} values off (max |diff| {np.nanmax(np.abs(g[mask]-e[mask])):.3g})"
+        with np.errstate(invalid="ignore", over="ignore"):
+            worst = np.nanmax(np.abs(g[mask] - e[mask]))
+        return f"{int(bad.sum())} of {e.size} values off (max |diff| {worst:.3g})"
     return None
 
 
+# Why a case fails, where the measured symptom alone would not say it.
+KNOWN = {
+    "test_bernoulli": "expected values are draws from numpy's global generator taken right after the "
+                      "case's inputs were drawn from it; no seeded implementation can reproduce them "
+                      "(onnx's reference evaluator fails these too)",
+    "test_dft_inverse": "expected values come from numpy's float32 inverse FFT, whose round-off where "
+                        "the exact answer is 0 (up to 1.9e-6) exceeds the case's atol of 1e-7; graphrt "
+                        "computes in float64 and rounds once (onnxruntime fails these too)",
+}
+
+
+def reason(name: str, why: str) -> str:
+    known = next((text for prefix, text in KNOWN.items() if name.startswith(prefix)), None)
+    return f"{known} [measured: {why}]" if known else why
+
+
 def main(argv):
-    """``-k TEXT`` keeps the cases whose name contains TEXT (repeatable)."""
-    cases = node_cases()
+    """``-k TEXT`` keeps the cases whose name contains TEXT (repeatable); ``--level L``
+    runs them at optimisation level L (default all)."""
+    cases = all_cases()
     keys = [argv[i + 1] for i, a in enumerate(argv) if a == "-k"]
+    level = next((argv[i + 1] for i, a in enumerate(argv) if a == "--level"), "all")
     if keys:
         cases = {n: c for n, c in cases.items() if any(k in n for k in keys)}
-    results = {name: run_case(c) for name, c in sorted(cases.items())}
+    results = {name: run_case(c, level) for name, c in sorted(cases.items())}
     passed = sum(r is None for r in results.values())
     if "--write-xfail" in argv and not keys:
         with open(XFAIL_PATH, "w") as f:
@@ -116,7 +233,7 @@ def main(argv):
             f.write("# passing fails the suite until it is taken off this list.\n")
             for name, why in results.items():
                 if why is not None:
-                    f.write(f"{name} {why.splitlines()[0] if why else ''}\n")
+                    f.write(f"{name} {reason(name, why.splitlines()[0])}\n")
     else:
         for name, why in results.items():
             if why is not None:

@@ -1,6 +1,7 @@
 def pytest_terminal_summary(terminalreporter):
     from .test_onnx_backend import RESULTS
     if RESULTS:
-        passed = sum(r is None for r in RESULTS.values())
-        terminalreporter.write_line(
-            f"onnx backend node cases: {passed} of {len(RESULTS)} run pass")
+        for label, keep in (("node cases", lambda n: "/" not in n), ("data-folder cases", lambda n: "/" in n)):
+            ran = {n: r for n, r in RESULTS.items() if keep(n)}
+            terminalreporter.write_line(
+                f"onnx backend {label}: {sum(r is None for r in ran.values())} of {len(ran)} run pass")

@@ -13,7 +13,7 @@ def test_intermediate_values_by_name_in_fast_and_exact_mode():
     model = models.mlp()
     x = np.random.default_rng(0).standard_normal((3, 16)).astype(np.float32)
     for mode in ("fast", "exact"):
-        sess = graphrt.Session(model, graphrt.SessionOptions(mode=mode))
+        sess = graphrt.Session(model, graphrt.SessionOptions(mode=mode, optimization_level="basic"))
         y, h0, r0 = sess.run(["y", "h0", "r0"], {"x": x})
         w0 = dict((i.name, i) for i in model.graph.initializer)
         from onnx import numpy_helper
@@ -26,11 +26,18 @@ def test_intermediate_values_by_name_in_fast_and_exact_mode():
 def test_captured_value_survives_block_reuse(monkeypatch):
     """Without the capture, r0's block is reused by later values; with it, it is kept."""
     monkeypatch.setenv("GRAPHRT_CHECKED", "1")
-    sess = graphrt.Session(models.mlp(sizes=(16, 64, 64, 64, 4)))
+    sess = graphrt.Session(models.mlp(sizes=(16, 64, 64, 64, 4)), graphrt.SessionOptions(optimization_level="none"))
     x = np.ones((2, 16), np.float32)
     r0, y = sess.run(["r0", "y"], {"x": x})
     h0 = sess.run(["h0"], {"x": x})[0]
     assert np.array_equal(r0, np.maximum(h0, 0)) and not np.isnan(r0).any()
+
+
+def test_fused_away_value_is_named_in_the_error():
+    sess = graphrt.Session(models.mlp())              # level all: Gemm and Relu fused
+    with pytest.raises(graphrt.SessionError) as e:
+        sess.run(["h0"], {"x": np.ones((1, 16), np.float32)})
+    assert e.value.kind is graphrt.ErrorKind.INVALID_INPUT and "fused it away" in str(e.value)
 
 
 def test_unknown_value_name():

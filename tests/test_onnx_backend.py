@@ -1,10 +1,11 @@
-"""onnx's backend node cases: every case passes, or is on the expected-failure list with a
-reason and still fails (a case that starts passing must come off the list)."""
+"""onnx's backend cases (node cases, and the data folder's pytorch-converted,
+pytorch-operator, simple and light models): every case passes, or is on the expected-failure
+list with a reason and still fails (a case that starts passing must come off the list)."""
 import pytest
 
 from . import conformance
 
-CASES = conformance.node_cases()
+CASES = conformance.all_cases()
 XFAIL = conformance.load_xfail()
 RESULTS = {}
 
@@ -21,3 +22,38 @@ def test_node_case(name):
         assert why is not None, f"{name} passes now: take it off tests/conformance_xfail.txt"
         pytest.xfail(XFAIL[name])
     assert why is None, why
+
+
+def test_optimisation_levels_agree_over_the_node_cases():
+    """Every case that runs gives the same outputs at levels none, basic and all: the same
+    bits where only bit-preserving passes rewrote the graph, within the case's tolerance
+    elsewhere."""
+    import numpy as np
+
+    import graphrt
+    from graphrt.passes.table import ALL as PASSES
+    changes_bits = {p.name for p in PASSES if not p.preserves_bits}
+    compared = 0
+    for name in sorted(conformance.node_cases()):
+        if name in XFAIL:
+            continue
+        case = CASES[name]
+        inputs = case.data_sets[0][0]
+        results = {}
+        for level in ("none", "basic", "all"):
+            sess = graphrt.Session(case.model, graphrt.SessionOptions(optimization_level=level))
+            fed = {i.name for i in sess.inputs}
+            feeds = {n.name: conformance._array(v) for n, v in zip(case.model.graph.input, inputs) if n.name in fed}
+            results[level] = (sess.pass_counts, sess.run(None, feeds))
+        base = results["none"][1]
+        for level in ("basic", "all"):
+            counts, outs = results[level]
+            exact = not any(counts.get(p) for p in changes_bits)
+            for g, b in zip(outs, base):
+                if isinstance(b, np.ndarray) and b.dtype != object:
+                    if exact:
+                        assert g.tobytes() == b.tobytes() and g.shape == b.shape, (name, level)
+                    else:
+                        assert conformance.compare(g, b, case.rtol, case.atol) is None, (name, level)
+        compared += 1
+    assert compared > 1000

@@ -1,29 +1,256 @@
-"""Relu: max(x, 0) as a compare and select. -0 gives +0; NaN passes through."""
+"""Activation functions, element-wise. Attributes (alpha, beta, ...) are rounded to the
+input's type first, so the arithmetic stays in that type (float32 for float16 inputs).
+
+Exact (compare and select, and single IEEE operations; no libm):
+- Relu: max(x, 0) as a compare and select. -0 gives +0; NaN passes through.
+- LeakyRelu: x if x > 0 else alpha * x.
+- ThresholdedRelu: x if x > alpha else 0.
+- HardSigmoid: clamp(alpha * x + beta, 0, 1) (a multiply, then an add: never fused);
+  HardSwish: x * HardSigmoid(x) with alpha = 1/6, beta = 1/2.
+- Softsign: x / (1 + |x|).
+- Shrink: x + bias if x < -lambd, x - bias if x > lambd, else 0. For integer inputs the
+  arithmetic is in float64, truncated toward zero (the result wraps to the input type).
+Not exact (libm exp, log, tanh, erf): Sigmoid, Softplus (log(1 + exp(x))), Elu, Selu, Celu,
+Mish (x * tanh(softplus(x))), Swish (x * sigmoid(alpha * x)), Gelu (erf, or its tanh
+approximation).
+"""
 from __future__ import annotations
 
-from numba import njit
+import math
+
+import numpy as np
 
 from .. import dtypes as _dt
-from .elementwise import UnaryKernel, unary_variants
+from .elementwise import unary_variants
+from .pointwise import FLOATS, Unary, scalar_op, unary_param_variants
+
+_FLOATS = FLOATS
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@scalar_op
 def _relu_float(x):
     return x if not (x <= 0) else 0.0
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@scalar_op
 def _relu_int(x):
     return x if x > 0 else 0
 
 
+@scalar_op
+def _leaky_relu(x, alpha, _):
+    return x if x > 0 else alpha * x
+
+
+@scalar_op
+def _thresholded_relu(x, alpha, _):
+    return x if x > alpha else 0.0
+
+
+@scalar_op
+def _hard_sigmoid(x, alpha, beta):
+    v = alpha * x
+    v = v + beta
+    if v <= 0:
+        return 0.0
+    if v >= 1:
+        return 1.0
+    return v
+
+
+@scalar_op
+def _hard_swish(x, alpha, beta):
+    return x * _hard_sigmoid(x, alpha, beta)
+
+
+@scalar_op
+def _softsign(x, one, _):
+    return x / (one + abs(x))
+
+
+@scalar_op
+def _shrink_float(x, lambd, bias):
+    if x < -lambd:
+        return x + bias
+    if x > lambd:
+        return x - bias
+    return 0.0
+
+
+@scalar_op
+def _shrink_int(x, lambd, bias):
+    v = _shrink_float(x, lambd, bias)
+    if v != v:
+        return 0
+    return np.int64(max(-9.2e18, min(9.2e18, v)))   # in int64's range, then truncated
+
+
+@scalar_op
+def _sigmoid(x):
+    if x >= 0:
+        return 1.0 / (1.0 + np.exp(-x))
+    e = np.exp(x)
+    return e / (1.0 + e)
+
+
+@scalar_op
+def _softplus(x):
+    if x > 0:
+        return x + np.log1p(np.exp(-x))
+    return np.log1p(np.exp(x))
+
+
+@scalar_op
+def _elu(x, alpha, _):
+    return x if x > 0 else alpha * np.expm1(x)
+
+
+@scalar_op
+def _selu(x, alpha, gamma):
+    return gamma * (x if x > 0 else alpha * np.expm1(x))
+
+
+@scalar_op
+def _celu(x, alpha, _):
+    return x if x > 0 else alpha * np.expm1(x / alpha)
+
+
+@scalar_op
+def _mish(x):
+    return x * np.tanh(_softplus(x))
+
+
+@scalar_op
+def _swish(x, alpha, _):
+    return x * _sigmoid(alpha * x)
+
+
+@scalar_op
+def _gelu(x):
+    return 0.5 * x * (1.0 + math.erf(x * 0.7071067811865476))
+
+
+@scalar_op
+def _gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+
 _RELU_FLOAT = unary_variants(_relu_float, "relu_float")
 _RELU_INT = unary_variants(_relu_int, "relu_int")
+_SHRINK_FLOAT = unary_param_variants(_shrink_float, "shrink_float")
+_SHRINK_INT = unary_param_variants(_shrink_int, "shrink_int")
+_GELU = unary_variants(_gelu, "gelu")
+_GELU_TANH = unary_variants(_gelu_tanh, "gelu_tanh")
 
 
-class Relu(UnaryKernel):
+class Relu(Unary):
     supports_exact = True
-    ALLOWED = _dt.FLOATS | _dt.SIGNED
+    ALLOWED = _FLOATS | _dt.SIGNED
 
     def variants_for(self, dtype):
-        return _RELU_FLOAT if dtype in _dt.FLOATS else _RELU_INT
+        return _RELU_FLOAT if dtype in _FLOATS else _RELU_INT
+
+
+class _Activation(Unary):
+    """A float activation; ``DEFAULTS`` are the attributes p, q and their defaults (ONNX
+    float attributes: float32 values, then rounded to the compute type)."""
+
+    ALLOWED = _FLOATS
+    DEFAULTS: tuple = ()
+
+    def params(self, ctx, dtype):
+        if not self.DEFAULTS:
+            return ()
+        p = [dtype.type(np.float32(self.node.attr(name, default)))
+             for name, default in self.DEFAULTS]
+        return tuple(p + [dtype.type(0)] * (2 - len(p)))
+
+
+class LeakyRelu(_Activation):
+    supports_exact = True
+    VARIANTS = unary_param_variants(_leaky_relu, "leaky_relu")
+    DEFAULTS = (("alpha", 0.01),)
+
+
+class ThresholdedRelu(_Activation):
+    supports_exact = True
+    VARIANTS = unary_param_variants(_thresholded_relu, "thresholded_relu")
+    DEFAULTS = (("alpha", 1.0),)
+
+
+class HardSigmoid(_Activation):
+    supports_exact = True
+    VARIANTS = unary_param_variants(_hard_sigmoid, "hard_sigmoid")
+    DEFAULTS = (("alpha", 0.2), ("beta", 0.5))
+
+
+class HardSwish(_Activation):
+    supports_exact = True
+    VARIANTS = unary_param_variants(_hard_swish, "hard_swish")
+
+    def params(self, ctx, dtype):
+        return dtype.type(1.0 / 6.0), dtype.type(0.5)
+
+
+class Softsign(_Activation):
+    supports_exact = True
+    VARIANTS = unary_param_variants(_softsign, "softsign")
+
+    def params(self, ctx, dtype):
+        return dtype.type(1), dtype.type(0)
+
+
+class Shrink(_Activation):
+    supports_exact = True
+    ALLOWED = _dt.NUMERIC | _FLOATS
+    DEFAULTS = (("lambd", 0.5), ("bias", 0.0))
+
+    def variants_for(self, dtype):
+        return _SHRINK_FLOAT if dtype in _FLOATS else _SHRINK_INT
+
+    def params(self, ctx, dtype):
+        return super().params(ctx, dtype if dtype.kind == "f" else np.dtype(np.float64))
+
+
+class Sigmoid(_Activation):
+    VARIANTS = unary_variants(_sigmoid, "sigmoid")
+
+
+class Softplus(_Activation):
+    VARIANTS = unary_variants(_softplus, "softplus")
+
+
+class Mish(_Activation):
+    VARIANTS = unary_variants(_mish, "mish")
+
+
+class Elu(_Activation):
+    VARIANTS = unary_param_variants(_elu, "elu")
+    DEFAULTS = (("alpha", 1.0),)
+
+
+class Selu(_Activation):
+    VARIANTS = unary_param_variants(_selu, "selu")
+    DEFAULTS = (("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875))
+
+
+class Celu(_Activation):
+    VARIANTS = unary_param_variants(_celu, "celu")
+    DEFAULTS = (("alpha", 1.0),)
+
+
+class Swish(_Activation):
+    VARIANTS = unary_param_variants(_swish, "swish")
+    DEFAULTS = (("alpha", 1.0),)
+
+
+class Gelu(_Activation):
+    """approximate = "none" (erf) or "tanh"."""
+
+    def __init__(self, node):
+        super().__init__(node)
+        how = node.attr("approximate", "none")
+        how = how.decode() if isinstance(how, bytes) else how
+        if how not in ("none", "tanh"):
+            node.fail(f"approximate must be 'none' or 'tanh', got {how!r}")
+        self.VARIANTS = _GELU if how == "none" else _GELU_TANH

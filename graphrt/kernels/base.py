@@ -27,6 +27,7 @@ class NodeInfo:
     n_inputs: int               # declared inputs; captured outer values follow them
     n_outputs: int
     compile_body: Callable | None = None   # IrGraph -> runnable body (subgraph operators)
+    scope: object = None        # the IrGraph holding the node (for operators over the graph)
 
     def attr(self, key, default=None):
         return self.attrs.get(key, default)
@@ -185,3 +186,12 @@ class RunContext:
         self.outputs[i] = arr
         self.flat_out[i] = arr.reshape(-1)
         return arr
+
+
+def scratch(ctx: RunContext, dtype, shape) -> np.ndarray:
+    """Scratch memory for this run from the arena (a plain array where a kernel runs without
+    one, as in some tests). ``shape``: a tuple or an element count."""
+    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
+    if ctx.arena is None:
+        return np.empty(shape, dtype)
+    return ctx.arena.take(np.dtype(dtype), shape, ctx.node.name)

@@ -7,6 +7,7 @@ Adjacent axes that every operand walks contiguously are merged, so kernels see f
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 PARALLEL_MIN = 1 << 16      # elements: below this a parallel launch costs more than it saves
 BLOCK = 1 << 14             # elements per parallel task along the inner axis
@@ -64,7 +65,7 @@ def _merge(shape, strides):
     keep = [[s[0]] for s in strides]
     for axis in range(1, len(shape)):
         n = shape[axis]
-        mergeable = all(s[axis - 1] == s[axis] * n for s in strides)
+        mergeable = all(k[-1] == s[axis] * n for k, s in zip(keep, strides))
         if keep_shape[-1] == 1:      # a unit axis merges into the next one
             keep_shape[-1] = n
             for k, s in zip(keep, strides):
@@ -79,3 +80,33 @@ def _merge(shape, strides):
             for k, s in zip(keep, strides):
                 k.append(s[axis])
     return keep_shape, keep
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def task_span(t, per_row, block, inner):
+    """Task t of a Walk: its row and the [j0, j1) part of the inner axis it covers."""
+    row = t // per_row
+    j0 = (t - row * per_row) * block
+    return row, j0, min(inner, j0 + block)
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def row_offset(row, shape, strides):
+    """Where an operand's element for (row, inner index 0) lies: the row index split over
+    the outer merged axes, each times the operand's stride."""
+    off = 0
+    rem = row
+    for d in range(shape.size - 2, -1, -1):
+        q = rem // shape[d]
+        off += (rem - q * shape[d]) * strides[d]
+        rem = q
+    return off
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def put(out, k, v, exact):
+    """out[k] = v, with NaN written as the canonical quiet NaN when exact."""
+    if exact and v != v:
+        out[k] = np.nan
+    else:
+        out[k] = v

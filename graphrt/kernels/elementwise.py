@@ -11,7 +11,7 @@ from numba import prange
 
 from .. import dtypes as _dt
 from .base import InferContext, OpKernel, RunContext
-from .broadcast import Walk, broadcast_shape, element_strides
+from .broadcast import Walk, broadcast_shape, element_strides, put, row_offset, task_span
 from .jit import Variants
 
 EXACT = False
@@ -25,62 +25,32 @@ def _binary(a, b, out, shape, sa, sb, block, tasks):
     ia = sa[r - 1]
     ib = sb[r - 1]
     for t in prange(tasks):
-        row = t // per_row
-        j0 = (t - row * per_row) * block
-        j1 = min(inner, j0 + block)
-        oa = 0
-        ob = 0
-        rem = row
-        for d in range(r - 2, -1, -1):
-            q = rem // shape[d]
-            idx = rem - q * shape[d]
-            rem = q
-            oa += idx * sa[d]
-            ob += idx * sb[d]
+        row, j0, j1 = task_span(t, per_row, block, inner)
+        oa = row_offset(row, shape, sa)
+        ob = row_offset(row, shape, sb)
         base = row * inner
-        if ia == 1 and ib == 1:
+        if ia == 1 and ib == 1:             # the common cases get loops LLVM can vectorise
             for j in range(j0, j1):
-                v = OP(a[oa + j], b[ob + j])
-                if EXACT and v != v:
-                    out[base + j] = np.nan
-                else:
-                    out[base + j] = v
+                put(out, base + j, OP(a[oa + j], b[ob + j]), EXACT)
         elif ib == 0:
             y = b[ob]
             for j in range(j0, j1):
-                v = OP(a[oa + j * ia], y)
-                if EXACT and v != v:
-                    out[base + j] = np.nan
-                else:
-                    out[base + j] = v
+                put(out, base + j, OP(a[oa + j * ia], y), EXACT)
         elif ia == 0:
             x = a[oa]
             for j in range(j0, j1):
-                v = OP(x, b[ob + j * ib])
-                if EXACT and v != v:
-                    out[base + j] = np.nan
-                else:
-                    out[base + j] = v
+                put(out, base + j, OP(x, b[ob + j * ib]), EXACT)
         else:
             for j in range(j0, j1):
-                v = OP(a[oa + j * ia], b[ob + j * ib])
-                if EXACT and v != v:
-                    out[base + j] = np.nan
-                else:
-                    out[base + j] = v
+                put(out, base + j, OP(a[oa + j * ia], b[ob + j * ib]), EXACT)
 
 
 def _unary(x, out, block, tasks):
     n = out.size
     for t in prange(tasks):
         j0 = t * block
-        j1 = min(n, j0 + block)
-        for j in range(j0, j1):
-            v = OP(x[j])
-            if EXACT and v != v:
-                out[j] = np.nan
-            else:
-                out[j] = v
+        for j in range(j0, min(n, j0 + block)):
+            put(out, j, OP(x[j]), EXACT)
 
 
 def binary_variants(op, name: str) -> Variants:
@@ -104,19 +74,49 @@ class BinaryKernel(OpKernel):
     def out_dtype(self, dtype):
         return dtype
 
+    CHANNEL_SLOPE = False       # opset < 7 PRelu: a 1-D second operand runs along axis 1
+
     def infer(self, ctx: InferContext) -> None:
         dt = ctx.same_dtype(0, 1)
         ctx.check_dtype(0, self.ALLOWED)
-        sa, sb = ctx.shape(0), ctx.shape(1)
-        shape = broadcast_shape([sa, sb], ctx.fail)
-        ctx.set_output(0, self.out_dtype(dt), shape)
-        walk = Walk(shape, [element_strides(sa, shape), element_strides(sb, shape)])
-        ctx.prepared = (walk, self.variants_for(dt).get(ctx.exact, walk.parallel))
+        prepare_binary(ctx, self.out_dtype(dt), self.variants_for(dt), self.operand_shapes(ctx))
+
+    def operand_shapes(self, ctx: InferContext) -> tuple:
+        """The shapes to broadcast. Before opset 7 the second operand broadcasts only when
+        the node says ``broadcast=1``, its extents starting at ``axis`` (default: aligned to
+        the end); otherwise the two shapes must be equal."""
+        sa, sb = tuple(ctx.shape(0)), tuple(ctx.shape(1))
+        node = ctx.node
+        if node.domain != "" or node.opset >= 7:
+            return sa, sb
+        if self.CHANNEL_SLOPE and len(sb) == 1 and len(sa) >= 2 and sb[0] == sa[1] != sa[-1]:
+            return sa, (1, sb[0]) + (1,) * (len(sa) - 2)
+        if node.attr("broadcast", 0):
+            axis = node.attr("axis", len(sa) - len(sb))
+            axis = axis + len(sa) if axis < 0 else axis
+            if not 0 <= axis <= len(sa) - len(sb):
+                ctx.fail(f"axis {axis} does not place a shape {list(sb)} inside {list(sa)}")
+            return sa, (1,) * axis + sb + (1,) * (len(sa) - axis - len(sb))
+        if sa != sb and len(sb) and not self.CHANNEL_SLOPE:
+            ctx.fail(f"shapes {list(sa)} and {list(sb)} differ and broadcast=1 is not set (opset < 7)")
+        return sa, sb
 
     def run(self, ctx: RunContext) -> None:
         w, fn = ctx.prepared
         a, b = ctx.flat_in
         fn(a, b, ctx.flat_out[0], w.shape, w.strides[0], w.strides[1], w.block, w.tasks)
+
+
+def prepare_binary(ctx: InferContext, out_dtype, variants: Variants, shapes=None) -> tuple:
+    """States output 0 of a broadcasting binary kernel over ``shapes`` (the inputs' shapes
+    by default) and leaves (walk, compiled function) in ctx.prepared; returns the output
+    shape."""
+    sa, sb = shapes if shapes is not None else (ctx.shape(0), ctx.shape(1))
+    shape = broadcast_shape([sa, sb], ctx.fail)
+    ctx.set_output(0, out_dtype, shape)
+    walk = Walk(shape, [element_strides(sa, shape), element_strides(sb, shape)])
+    ctx.prepared = (walk, variants.get(ctx.exact, walk.parallel))
+    return shape
 
 
 class UnaryKernel(OpKernel):

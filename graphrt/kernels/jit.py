@@ -7,7 +7,8 @@ with its own qualified name, so numba's on-disk cache, which keys on code bytes 
 decorator options and globals, keeps fast and exact (and Add and Mul) apart.
 
 Fast variants may use the fastmath flags below, which allow FMA contraction and
-reassociation but keep NaN and infinity semantics; exact variants use none.
+reciprocal/approximate functions but keep NaN and infinity semantics and the order of
+every sum; exact variants use none.
 """
 from __future__ import annotations
 
@@ -17,7 +18,10 @@ import types
 
 from numba import njit
 
-FAST_MATH = frozenset({"contract", "arcp", "afn", "nsz", "reassoc"})
+# "reassoc" is left out on purpose: with it LLVM vectorises reductions behind a run-time
+# alias check, so a sum's order (and its bits) would depend on whether the planner let an
+# output reuse its input's memory. Fast mode must depend on inputs, options and path only.
+FAST_MATH = frozenset({"contract", "arcp", "afn", "nsz"})
 
 EXACT = False   # placeholder: rebound per variant
 
@@ -54,11 +58,27 @@ def _rebind(template, qualname: str, consts: dict):
 
 
 def _hash_of(consts: dict) -> str:
-    """A short hash of the bound helpers' source, so editing a helper renames its users."""
+    """A short hash of the bound helpers' source and of the njit functions they call (by
+    global name, recursively), so editing any of them renames the variants that use it."""
     h = hashlib.sha1()
+    h.update(",".join(sorted(FAST_MATH)).encode())
+    seen: set = set()
     for key in sorted(consts):
-        value = consts[key]
-        py = getattr(value, "py_func", None)
         h.update(key.encode())
-        h.update(inspect.getsource(py).encode() if py is not None else repr(value).encode())
+        _feed(h, consts[key], seen)
     return h.hexdigest()[:8]
+
+
+def _feed(h, value, seen: set) -> None:
+    py = getattr(value, "py_func", None)
+    if py is None:
+        h.update(repr(value).encode())
+        return
+    if id(py) in seen:
+        return
+    seen.add(id(py))
+    h.update(inspect.getsource(py).encode())
+    for name in py.__code__.co_names:
+        callee = py.__globals__.get(name)
+        if getattr(callee, "py_func", None) is not None:
+            _feed(h, callee, seen)

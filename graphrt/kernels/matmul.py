@@ -11,6 +11,12 @@ quiet NaN. Integer products wrap around.
 Gemm: y = alpha * (A' B') + beta * C with A' = A or A^T, B' = B or B^T and C broadcast
 unidirectionally to (M, N). The epilogue is two correctly rounded multiplies and an add in
 both modes (see ``_epilogue``).
+
+Fast mode, float32 and float64: the product goes to the BLAS behind scipy.linalg instead
+(``blas.py``), cut into tiles whose sizes depend on the shapes only; each tile is one
+single-threaded ``?gemm`` call and numba's threads share the tiles, so the bits do not
+depend on the thread count (they do depend on how many rows are multiplied together). The
+paths and what each guarantees: docs/kernels-gemm.md.
 """
 from __future__ import annotations
 
@@ -19,6 +25,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..threads import ensure_layer
+from . import blas
 from .base import InferContext, OpKernel, RunContext
 from .broadcast import broadcast_shape, element_strides
 from .jit import Variants
@@ -131,8 +138,178 @@ _GEMM_PACKED = Variants(_product, "gemm_packed", parallel=True, GEMM=True, EPILO
                         SCALE=_scale, PACKED=True)
 
 
+# ---------------------------------------------------------------- fast mode: BLAS tiles
+
+BLAS_MIN_WORK = 1 << 17     # multiply-adds from which a product goes to the BLAS: below,
+                            # the call's fixed cost (a few us) outweighs its speed
+TILE_WORK = 1 << 24         # multiply-adds per tile, at least (about 0.15 ms at BLAS speed)
+MAX_TASKS = 16              # tiles per product, at most (the split is cut before this)
+MIN_ROWS, MIN_COLS = 128, 256   # a tile is not cut below these (smaller ones lose 10-30 %)
+
+# BLAS geometry vector layout (int64), filled by _plan_blas
+(_T_M, _T_N, _T_K, _T_MB, _T_NB, _T_TM, _T_TN, _T_KIND, _T_TA, _T_LDA, _T_A_SI, _T_TB, _T_LDB,
+ _T_B_SJ, _T_C_SI, _T_C_SJ, _T_HAS_C) = range(17)
+
+
+def _blas_tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks):
+    """Task t: batch entry t // (tm * tn), then a row block and a column block of it;
+    out[rows, cols] = A'[rows] B'[:, cols] in one ?gemm call on the calling thread (alpha 1,
+    beta 0: unit holds those two), then Gemm's epilogue on the tile while it is in cache.
+    Row-major out = A'B' is column-major out^T = B'^T A'^T, so B is the BLAS's first
+    operand."""
+    m = g[_T_M]
+    n = g[_T_N]
+    kk = g[_T_K]
+    mb = g[_T_MB]
+    nb = g[_T_NB]
+    tm = g[_T_TM]
+    tn = g[_T_TN]
+    kind = np.int8(g[_T_KIND])
+    ta = np.int8(g[_T_TA])
+    tb = np.int8(g[_T_TB])
+    lda = g[_T_LDA]
+    ldb = g[_T_LDB]
+    a_si = g[_T_A_SI]
+    b_sj = g[_T_B_SJ]
+    c_si = g[_T_C_SI]
+    c_sj = g[_T_C_SJ]
+    has_c = g[_T_HAS_C] != 0
+    per = tm * tn
+    for t in prange(tasks):
+        batch = t // per
+        r = t - batch * per
+        ti = r // tn
+        r0 = ti * mb
+        r1 = min(m, r0 + mb)
+        j0 = (r - ti * tn) * nb
+        w = min(n, j0 + nb) - j0
+        oo = batch * m * n
+        blas.XXGEMM(kind, tb, ta, w, r1 - r0, kk, blas.ptr(unit, 0),
+                    blas.ptr(b, offb[batch] + j0 * b_sj), ldb,
+                    blas.ptr(a, offa[batch] + r0 * a_si), lda, blas.ptr(unit, 1),
+                    blas.ptr(out, oo + r0 * n + j0), n)
+        if GEMM:
+            for i in range(r0, r1):
+                row = out[oo + i * n + j0:oo + i * n + j0 + w]
+                cs = i * c_si + j0 * c_sj
+                if not has_c:
+                    for j in range(w):
+                        row[j] = SCALE(alpha, row[j])
+                elif c_sj == 1:         # C's rows contiguous (a bias row, a full C): vectorised
+                    crow = c[cs:cs + w]
+                    for j in range(w):
+                        row[j] = EPILOGUE(alpha, row[j], beta, crow[j])
+                else:
+                    for j in range(w):
+                        row[j] = EPILOGUE(alpha, row[j], beta, c[cs + j * c_sj])
+
+
+# Fast mode only: the exact variants are never compiled.
+_BLAS_MATMUL = Variants(_blas_tiles, "matmul_blas", parallel=True, GEMM=False)
+_BLAS_GEMM = Variants(_blas_tiles, "gemm_blas", parallel=True, GEMM=True, EPILOGUE=_epilogue,
+                      SCALE=_scale)
+
+
+class _BlasCall:
+    """One plan's BLAS product; the call holds the BLAS at one thread. ``batches`` (at most
+    the planned count) runs the first batch entries only."""
+
+    __slots__ = ("fn", "offa", "offb", "geo", "tasks", "alpha", "beta", "unit")
+
+    def __call__(self, a, b, c, out, batches: int | None = None) -> None:
+        tasks = self.tasks if batches is None else \
+            min(batches, len(self.offa)) * int(self.geo[_T_TM] * self.geo[_T_TN])
+        blas.enter()
+        try:
+            self.fn(a, b, c, out, self.offa, self.offb, self.geo, self.alpha, self.beta,
+                    self.unit, tasks)
+        finally:
+            blas.leave()
+
+
+def blas_product(dtype, m, n, k, a_strides, b_strides, offa, offb):
+    """For other kernels' products in fast mode: out[b] (an m x n C-order block at b*m*n) =
+    A_b @ B_b for b < len(offa), A_b[i, k] = a[offa[b] + i*a_si + k*a_sk], B_b[k, j] =
+    b[offb[b] + k*b_sk + j*b_sj], as BLAS tiles. Call it as ``call(a, b, out, out,
+    batches)``. None where the BLAS path does not apply (use _MATMUL then)."""
+    geo = [0] * 11
+    geo[_M], geo[_N], geo[_K] = m, n, k
+    geo[_A_SI], geo[_A_SK] = a_strides
+    geo[_B_SK], geo[_B_SJ] = b_strides
+    return _plan_blas(_BLAS_MATMUL, np.dtype(dtype), len(offa), offa, offb, geo, fold=False)
+
+
+def _tiling(nb: int, m: int, n: int, k: int) -> tuple[int, int]:
+    """Row and column block sizes: halve the longer side (relative to its minimum) while
+    each tile keeps TILE_WORK and there are at most MAX_TASKS tasks. A function of the
+    shapes only, never of the thread count."""
+    mb, cb = m, n
+    while True:
+        tasks = nb * -(-m // mb) * -(-n // cb)
+        if 2 * tasks > MAX_TASKS or nb * m * n * k < 2 * tasks * TILE_WORK:
+            return mb, cb
+        if mb >= 2 * MIN_ROWS and mb * MIN_COLS >= cb * MIN_ROWS:
+            mb = -(-mb // 16) * 8
+        elif cb >= 2 * MIN_COLS:
+            cb = -(-cb // 32) * 16
+        elif mb >= 2 * MIN_ROWS:
+            mb = -(-mb // 16) * 8
+        else:
+            return mb, cb
+
+
+def _operand(s_outer, s_inner, outer, inner):
+    """BLAS transpose flag and leading dimension of an operand read at
+    x[o * s_outer + i * s_inner] (o < outer, i < inner), or None when one of the strides
+    is not 1 or the leading dimension would be invalid."""
+    if s_inner == 1 and s_outer >= max(1, inner):
+        return blas.NOTRANS, max(1, s_outer)
+    if s_outer == 1 and s_inner >= max(1, outer):
+        return blas.TRANS, max(1, s_inner)
+    return None
+
+
+def _plan_blas(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=True):
+    """The BLAS form of a fast-mode float product, or None where it does not apply (exact
+    mode and other types use the kernel above)."""
+    kind = blas.KIND.get(dt)
+    m, n, k = int(geo[_M]), int(geo[_N]), int(geo[_K])
+    if kind is None or nb * m * n * k < BLAS_MIN_WORK or not blas.available():
+        return None
+    offa = np.asarray(offa, dtype=np.int64)
+    offb = np.asarray(offb, dtype=np.int64)
+    if fold and nb > 1 and not offb.any() and geo[_A_SK] == 1 and geo[_A_SI] == k and \
+            np.array_equal(offa, np.arange(nb, dtype=np.int64) * (m * k)):
+        # a stack of row-major A over one B: one product of nb * m rows
+        m, nb, offa, offb = nb * m, 1, offa[:1], offb[:1]
+    fa = _operand(int(geo[_A_SI]), int(geo[_A_SK]), m, k)
+    fb = _operand(int(geo[_B_SK]), int(geo[_B_SJ]), k, n)
+    if fa is None or fb is None or max(m, n, k, fa[1], fb[1]) > blas.INT_MAX:
+        return None
+    mb, cb = _tiling(nb, m, n, k)
+    g = np.zeros(17, dtype=np.int64)
+    g[_T_M], g[_T_N], g[_T_K], g[_T_MB], g[_T_NB] = m, n, k, mb, cb
+    g[_T_TM], g[_T_TN] = -(-m // mb), -(-n // cb)
+    g[_T_KIND] = kind
+    g[_T_TA], g[_T_LDA] = fa
+    g[_T_TB], g[_T_LDB] = fb
+    g[_T_A_SI], g[_T_B_SJ] = geo[_A_SI], geo[_B_SJ]
+    g[_T_C_SI], g[_T_C_SJ], g[_T_HAS_C] = geo[_C_SI], geo[_C_SJ], geo[_HAS_C]
+    call = _BlasCall()
+    call.tasks = int(nb * g[_T_TM] * g[_T_TN])
+    call.fn = variants.get(False, call.tasks > 1 and nb * m * n * k >= PARALLEL_WORK)
+    if call.tasks > 1:
+        ensure_layer()
+    call.offa, call.offb, call.geo = offa, offb, g
+    call.alpha, call.beta = dt.type(alpha), dt.type(beta)
+    call.unit = np.array([1, 0], dtype=dt)
+    return call
+
+
+# ----------------------------------------------------------------------- the operators
+
 class _Prepared:
-    __slots__ = ("fn", "offa", "offb", "geo", "tasks", "alpha", "beta", "slots")
+    __slots__ = ("fn", "offa", "offb", "geo", "tasks", "alpha", "beta", "slots", "blas")
 
 
 def _prepare(ctx, variants, dt, nb, offa, offb, geo, alpha=1, beta=1):
@@ -155,7 +332,9 @@ def _prepare(ctx, variants, dt, nb, offa, offb, geo, alpha=1, beta=1):
     p.tasks = nb * (-(-m // geo[_RB]))
     p.alpha = dt.type(alpha)
     p.beta = dt.type(beta)
+    p.blas = None
     ctx.prepared = p
+    return p
 
 
 class MatMul(OpKernel):
@@ -191,13 +370,18 @@ class MatMul(OpKernel):
         geo = [0] * 11
         geo[_M], geo[_N], geo[_K] = m, n, k
         geo[_A_SI], geo[_A_SK], geo[_B_SK], geo[_B_SJ] = k, 1, n, 1
-        _prepare(ctx, _MATMUL, dt, nb, offa, offb, geo)
+        p = _prepare(ctx, _MATMUL, dt, nb, offa, offb, geo)
+        if not ctx.exact:
+            p.blas = _plan_blas(_BLAS_MATMUL, dt, nb, offa, offb, geo)
 
     def run(self, ctx: RunContext) -> None:
         p = ctx.prepared
         a, b = ctx.flat_in
         out = ctx.flat_out[0]
-        p.fn(a, b, out, out, p.offa, p.offb, p.geo, p.alpha, p.beta, p.tasks, p.slots)
+        if p.blas is not None:
+            p.blas(a, b, out, out)
+        else:
+            p.fn(a, b, out, out, p.offa, p.offb, p.geo, p.alpha, p.beta, p.tasks, p.slots)
 
 
 def _batch_offsets(shape, batch, matrix_size) -> np.ndarray:
@@ -244,11 +428,16 @@ class Gemm(OpKernel):
         geo[_M], geo[_N], geo[_K] = m, n, k
         geo[_A_SI], geo[_A_SK] = (1, m) if self.trans_a else (k, 1)
         geo[_B_SK], geo[_B_SJ] = (1, k) if self.trans_b else (n, 1)
-        _prepare(ctx, _GEMM, dt, 1, [0], [0], geo, self.alpha, self.beta)
+        p = _prepare(ctx, _GEMM, dt, 1, [0], [0], geo, self.alpha, self.beta)
+        if not ctx.exact:
+            p.blas = _plan_blas(_BLAS_GEMM, dt, 1, [0], [0], geo, self.alpha, self.beta)
 
     def run(self, ctx: RunContext) -> None:
         p = ctx.prepared
         a, b = ctx.flat_in[0], ctx.flat_in[1]
         out = ctx.flat_out[0]
         c = ctx.flat_in[2] if len(ctx.flat_in) > 2 and ctx.flat_in[2] is not None else out
-        p.fn(a, b, c, out, p.offa, p.offb, p.geo, p.alpha, p.beta, p.tasks, p.slots)
+        if p.blas is not None:
+            p.blas(a, b, c, out)
+        else:
+            p.fn(a, b, c, out, p.offa, p.offb, p.geo, p.alpha, p.beta, p.tasks, p.slots)

@@ -1,10 +1,16 @@
-"""Softmax: y_k = exp(x_k - max x) / sum_k exp(x_k - max x) over each row.
+"""Softmax, LogSoftmax and Hardmax: one function of each row, one shared row walk.
 
-A row is the ``n`` elements along the softmax axis, ``inner`` apart in memory: for opset 13
-and later the single ``axis`` (default -1); before opset 13 the input is seen as a matrix
-split at ``axis`` (default 1) and a row is the whole trailing part. Each row is computed by
-one task (max, then exp and a k-ascending sum, then the division), so the result does not
-depend on the thread count. Uses libm's exp: not an exact-mode kernel.
+A row is the ``n`` elements along the operator's axis, ``inner`` apart in memory: for
+opset 13 and later the single ``axis`` (default -1); before opset 13 the input is seen as
+a matrix split at ``axis`` (default 1) and a row is the whole trailing part. Each row is
+computed by one task, so the result does not depend on the thread count.
+
+- Softmax: y_k = exp(x_k - m) / s with m = max x and s = sum_k exp(x_k - m), k ascending.
+- LogSoftmax: y_k = (x_k - m) - log s.
+- Hardmax: y_k = 1 at the first maximum (the first NaN, as numpy's argmax), 0 elsewhere.
+
+Softmax and LogSoftmax use libm's exp and log: not exact-mode kernels. Hardmax only
+compares: exact. float16 rows are computed in float32.
 """
 from __future__ import annotations
 
@@ -13,22 +19,30 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..errors import ErrorKind
+from .. import dtypes as _dt
 from .base import InferContext, OpKernel, RunContext
 from .broadcast import PARALLEL_MIN
 from .jit import FAST_MATH, Variants
+from .reduce import run_wide
 
 EXACT = False
+ROW = None
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=set(FAST_MATH))
-def _row(x, out):
-    """Softmax of one row (x and out may be the same memory)."""
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+def _row_max(x):
     m = x[0]
     for k in range(1, x.size):
         v = x[k]
         if v > m or v != v:     # a NaN anywhere makes the maximum NaN (and the row)
             m = v
+    return m
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=set(FAST_MATH))
+def _softmax_row(x, out):
+    """Softmax of one row (x and out may be the same memory)."""
+    m = _row_max(x)
     s = np.exp(x[0] - m)
     out[0] = s
     for k in range(1, x.size):
@@ -39,25 +53,51 @@ def _row(x, out):
         out[k] = out[k] / s
 
 
-def _softmax(x, out, n, inner, tasks):
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=set(FAST_MATH))
+def _log_softmax_row(x, out):
+    m = _row_max(x)
+    s = np.exp(x[0] - m)
+    for k in range(1, x.size):
+        s = s + np.exp(x[k] - m)
+    ls = np.log(s)
+    for k in range(x.size):
+        out[k] = (x[k] - m) - ls
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+def _hardmax_row(x, out):
+    best = x[0]
+    at = 0
+    for k in range(1, x.size):
+        v = x[k]
+        if v > best or (v != v and best == best):
+            best = v
+            at = k
+    for k in range(x.size):
+        out[k] = 0
+    out[at] = 1
+
+
+def _rows(x, out, n, inner, tasks):
     for t in prange(tasks):
         o = t // inner
         base = o * n * inner + (t - o * inner)
         if inner == 1:
-            _row(x[base:base + n], out[base:base + n])
+            ROW(x[base:base + n], out[base:base + n])
         else:
             last = base + (n - 1) * inner + 1
-            _row(x[base:last:inner], out[base:last:inner])
+            ROW(x[base:last:inner], out[base:last:inner])
 
 
-_SOFTMAX = Variants(_softmax, "softmax", parallel=True)
-
-_FLOATS = frozenset(np.dtype(t) for t in (np.float32, np.float64))
+_SOFTMAX = Variants(_rows, "softmax", parallel=True, ROW=_softmax_row)
+_LOG_SOFTMAX = Variants(_rows, "log_softmax", parallel=True, ROW=_log_softmax_row)
+_HARDMAX = Variants(_rows, "hardmax", parallel=True, ROW=_hardmax_row)
 
 
 class Softmax(OpKernel):
     supports_exact = False
     in_place_input = True
+    VARIANTS = _SOFTMAX
 
     def __init__(self, node):
         super().__init__(node)
@@ -65,10 +105,7 @@ class Softmax(OpKernel):
         self.axis = int(node.attr("axis", 1 if self.coerce_2d else -1))
 
     def infer(self, ctx: InferContext) -> None:
-        dt = ctx.dtype(0)
-        if dt not in _FLOATS:
-            ctx.fail(f"element type {dt} is not supported (float32 and float64 are)",
-                     ErrorKind.UNSUPPORTED)
+        dt = ctx.check_dtype(0, _dt.FLOATS)
         shape = tuple(ctx.shape(0))
         r = len(shape)
         if not -r <= self.axis < r:
@@ -82,8 +119,17 @@ class Softmax(OpKernel):
             n, inner = shape[axis], math.prod(shape[axis + 1:])
         tasks = outer * inner if n else 0
         parallel = outer * n * inner >= PARALLEL_MIN and tasks > 1
-        ctx.prepared = (n, inner, tasks, _SOFTMAX.get(ctx.exact, parallel))
+        ctx.prepared = (n, inner, tasks, self.VARIANTS.get(ctx.exact, parallel))
 
     def run(self, ctx: RunContext) -> None:
         n, inner, tasks, fn = ctx.prepared
-        fn(ctx.flat_in[0], ctx.flat_out[0], n, inner, tasks)
+        run_wide(ctx, lambda ins, outs: fn(ins[0], outs[0], n, inner, tasks))
+
+
+class LogSoftmax(Softmax):
+    VARIANTS = _LOG_SOFTMAX
+
+
+class Hardmax(Softmax):
+    supports_exact = True
+    VARIANTS = _HARDMAX

@@ -1,28 +1,163 @@
 """The operator table: every OpDef graphrt has, as one literal list (no scanning)."""
 from __future__ import annotations
 
-from .activations import Relu
-from .arithmetic import Add, Div, Mul, Sub
+from .activations import (Celu, Elu, Gelu, HardSigmoid, HardSwish, LeakyRelu, Mish, Relu, Selu,
+                          Shrink, Sigmoid, Softplus, Softsign, Swish, ThresholdedRelu)
+from .arithmetic import Add, BitShift, Div, Mod, Mul, Pow, PRelu, Sub
+from .attention import Attention, RotaryEmbedding
+from .attention_ext import CausalConvWithState, FlexAttention, LinearAttention
 from .base import OpDef
 from .cast import Cast
+from .compare import (And, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor, Equal, Greater,
+                      GreaterOrEqual, Less, LessOrEqual, Not, Or, Xor)
 from .constants import Constant, Shape
 from .control import If, Loop, Scan, SequenceMap
+from .gradient import Gradient
+from .conv import Conv
+from .col2im import Col2Im
+from .conv_transpose import ConvTranspose
+from .deform_conv import DeformConv
+from .einsum import Einsum
+from .expand import Expand, Pad, Tile
+from .gather import Gather, GatherElements, GatherND
+from .glu import SwiGLU
+from .generators import (CastLike, ConstantOfShape, DepthToSpace, Dropout, EyeLike, NonZero,
+                         OneHot, Range, Size, SpaceToDepth, Unique)
+from .grid import AffineGrid, GridSample
 from .layout import Concat, Transpose
+from .linalg import Det
+from .losses import NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+from .lrn import LRN
+from .ml import ArrayFeatureExtractor, Binarizer, LabelEncoder, TreeEnsemble
 from .matmul import Gemm, MatMul
+from .pool import (AveragePool, GlobalAveragePool, GlobalLpPool, GlobalMaxPool, LpPool, MaxPool,
+                   MaxUnpool)
+from .resize import Resize, Upsample
+from .roi import RoiAlign
+from .bitcast import BitCast
+from .nms import NonMaxSuppression
+from .random import (Bernoulli, Multinomial, RandomNormal, RandomNormalLike, RandomUniform,
+                     RandomUniformLike)
+from .signal import DFT, STFT, BlackmanWindow, HammingWindow, HannWindow, MelWeightMatrix
+from .training import Adagrad, Adam, Momentum
 from .sequence import (ConcatFromSequence, Optional, OptionalGetElement, OptionalHasElement,
                        SequenceAt, SequenceConstruct, SequenceEmpty, SequenceErase, SequenceInsert,
                        SequenceLength, SplitToSequence)
-from .softmax import Softmax
+from .argreduce import ArgMax, ArgMin
+from .normalization import (BatchNormalization, GroupNormalization, InstanceNormalization,
+                            LayerNormalization, LpNormalization, MeanVarianceNormalization,
+                            RMSNormalization)
+from .reduce import (ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp, ReduceMax, ReduceMean,
+                     ReduceMin, ReduceProd, ReduceSum, ReduceSumSquare)
+from .select import Where
+from .scatter import ScatterElements, ScatterND, TensorScatter
+from .slicing import CenterCropPad, Compress, ReverseSequence, Slice, Split, Trilu
+from .scan_ops import CumProd, CumSum
+from .quantize import (ConvInteger, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
+                       QLinearConv, QLinearMatMul, QuantizeLinear)
+from .rnn import GRU, LSTM, RNN
+from .softmax import Hardmax, LogSoftmax, Softmax
+from .strings import RegexFullMatch, StringConcat, StringNormalizer, StringSplit
+from .tfidf import TfIdfVectorizer
+from .topk import TopK
+from .unary_math import (Abs, Acos, Acosh, Asin, Asinh, Atan, Atanh, Ceil, Clip, Cos, Cosh, Erf,
+                         Exp, Floor, IsInf, IsNaN, Log, Neg, Reciprocal, Round, Sign, Sin, Sinh,
+                         Sqrt, Tan, Tanh)
+from .variadic import Max, Mean, Min, Sum
 from .views import Flatten, Identity, Reshape, Squeeze, Unsqueeze
 
 ALL: tuple[OpDef, ...] = (
-    OpDef("", "Add", 7, None, Add),
-    OpDef("", "Sub", 7, None, Sub),
-    OpDef("", "Mul", 7, None, Mul),
-    OpDef("", "Div", 7, None, Div),
+    OpDef("", "Add", 1, None, Add),
+    OpDef("", "Sub", 1, None, Sub),
+    OpDef("", "Mul", 1, None, Mul),
+    OpDef("", "Div", 1, None, Div),
     OpDef("", "Relu", 6, None, Relu),
+    # element-wise (unary_math, activations, compare, arithmetic, variadic, select)
+    OpDef("", "Abs", 6, None, Abs),
+    OpDef("", "Neg", 6, None, Neg),
+    OpDef("", "Exp", 6, None, Exp),
+    OpDef("", "Log", 6, None, Log),
+    OpDef("", "Sqrt", 6, None, Sqrt),
+    OpDef("", "Reciprocal", 6, None, Reciprocal),
+    OpDef("", "Floor", 6, None, Floor),
+    OpDef("", "Ceil", 6, None, Ceil),
+    OpDef("", "Round", 11, None, Round),
+    OpDef("", "Sign", 9, None, Sign),
+    OpDef("", "Sin", 7, None, Sin),
+    OpDef("", "Cos", 7, None, Cos),
+    OpDef("", "Tan", 7, None, Tan),
+    OpDef("", "Asin", 7, None, Asin),
+    OpDef("", "Acos", 7, None, Acos),
+    OpDef("", "Atan", 7, None, Atan),
+    OpDef("", "Sinh", 9, None, Sinh),
+    OpDef("", "Cosh", 9, None, Cosh),
+    OpDef("", "Asinh", 9, None, Asinh),
+    OpDef("", "Acosh", 9, None, Acosh),
+    OpDef("", "Atanh", 9, None, Atanh),
+    OpDef("", "Tanh", 6, None, Tanh),
+    OpDef("", "Erf", 9, None, Erf),
+    OpDef("", "IsNaN", 9, None, IsNaN),
+    OpDef("", "IsInf", 10, None, IsInf),
+    OpDef("", "Clip", 6, None, Clip),
+    OpDef("", "Sigmoid", 6, None, Sigmoid),
+    OpDef("", "Softplus", 1, None, Softplus),
+    OpDef("", "Softsign", 1, None, Softsign),
+    OpDef("", "Elu", 6, None, Elu),
+    OpDef("", "Selu", 6, None, Selu),
+    OpDef("", "Celu", 12, None, Celu),
+    OpDef("", "LeakyRelu", 6, None, LeakyRelu),
+    OpDef("", "ThresholdedRelu", 10, None, ThresholdedRelu),
+    OpDef("", "HardSigmoid", 6, None, HardSigmoid),
+    OpDef("", "HardSwish", 14, None, HardSwish),
+    OpDef("", "Mish", 18, None, Mish),
+    OpDef("", "Swish", 24, None, Swish),
+    OpDef("", "Gelu", 20, None, Gelu),
+    OpDef("", "Shrink", 9, None, Shrink),
+    OpDef("", "Pow", 1, None, Pow),
+    OpDef("", "Mod", 10, None, Mod),
+    OpDef("", "PRelu", 1, None, PRelu),
+    OpDef("", "BitShift", 11, None, BitShift),
+    OpDef("", "And", 1, None, And),
+    OpDef("", "Or", 1, None, Or),
+    OpDef("", "Xor", 1, None, Xor),
+    OpDef("", "Not", 1, None, Not),
+    OpDef("", "Equal", 1, None, Equal),
+    OpDef("", "Less", 1, None, Less),
+    OpDef("", "Greater", 1, None, Greater),
+    OpDef("", "LessOrEqual", 12, None, LessOrEqual),
+    OpDef("", "GreaterOrEqual", 12, None, GreaterOrEqual),
+    OpDef("", "BitwiseAnd", 18, None, BitwiseAnd),
+    OpDef("", "BitwiseOr", 18, None, BitwiseOr),
+    OpDef("", "BitwiseXor", 18, None, BitwiseXor),
+    OpDef("", "BitwiseNot", 18, None, BitwiseNot),
+    OpDef("", "Max", 6, None, Max),
+    OpDef("", "Min", 6, None, Min),
+    OpDef("", "Sum", 6, None, Sum),
+    OpDef("", "Mean", 6, None, Mean),
+    OpDef("", "Where", 9, None, Where),
     OpDef("", "MatMul", 1, None, MatMul),
-    OpDef("", "Gemm", 7, None, Gemm),
+    OpDef("", "Gemm", 1, None, Gemm),
+    OpDef("", "Einsum", 12, None, Einsum),
+    OpDef("", "Attention", 23, None, Attention),
+    OpDef("", "RotaryEmbedding", 23, None, RotaryEmbedding),
+    OpDef("", "LinearAttention", 27, None, LinearAttention),
+    OpDef("", "CausalConvWithState", 27, None, CausalConvWithState),
+    OpDef("ai.onnx.preview", "FlexAttention", 1, None, FlexAttention),
+    OpDef("", "SwiGLU", 28, None, SwiGLU),
+    OpDef("", "Col2Im", 18, None, Col2Im),
+    OpDef("", "NegativeLogLikelihoodLoss", 12, None, NegativeLogLikelihoodLoss),
+    OpDef("", "SoftmaxCrossEntropyLoss", 12, None, SoftmaxCrossEntropyLoss),
+    OpDef("", "Det", 11, None, Det),
+    OpDef("", "QuantizeLinear", 10, None, QuantizeLinear),
+    OpDef("", "DequantizeLinear", 10, None, DequantizeLinear),
+    OpDef("", "DynamicQuantizeLinear", 11, None, DynamicQuantizeLinear),
+    OpDef("", "MatMulInteger", 10, None, MatMulInteger),
+    OpDef("", "QLinearMatMul", 10, None, QLinearMatMul),
+    OpDef("", "ConvInteger", 10, None, ConvInteger),
+    OpDef("", "QLinearConv", 10, None, QLinearConv),
+    OpDef("", "RNN", 7, None, RNN),
+    OpDef("", "GRU", 7, None, GRU),
+    OpDef("", "LSTM", 7, None, LSTM),
     OpDef("", "Reshape", 5, None, Reshape),
     OpDef("", "Identity", 1, None, Identity),
     OpDef("", "Flatten", 1, None, Flatten),
@@ -32,10 +167,39 @@ ALL: tuple[OpDef, ...] = (
     OpDef("", "Shape", 1, None, Shape),
     OpDef("", "Transpose", 1, None, Transpose),
     OpDef("", "Concat", 4, None, Concat),
+    # indexing, slicing and shape-building (gather, scatter, slicing, expand, generators)
+    OpDef("", "Gather", 1, None, Gather),
+    OpDef("", "GatherElements", 11, None, GatherElements),
+    OpDef("", "GatherND", 11, None, GatherND),
+    OpDef("", "Scatter", 9, None, ScatterElements),
+    OpDef("", "ScatterElements", 11, None, ScatterElements),
+    OpDef("", "ScatterND", 11, None, ScatterND),
+    OpDef("", "TensorScatter", 24, None, TensorScatter),
+    OpDef("", "Slice", 1, None, Slice),
+    OpDef("", "Split", 1, None, Split),
+    OpDef("", "Compress", 9, None, Compress),
+    OpDef("", "ReverseSequence", 10, None, ReverseSequence),
+    OpDef("", "Trilu", 14, None, Trilu),
+    OpDef("", "CenterCropPad", 18, None, CenterCropPad),
+    OpDef("", "Expand", 8, None, Expand),
+    OpDef("", "Tile", 6, None, Tile),
+    OpDef("", "Pad", 1, None, Pad),
+    OpDef("", "ConstantOfShape", 9, None, ConstantOfShape),
+    OpDef("", "Range", 11, None, Range),
+    OpDef("", "EyeLike", 9, None, EyeLike),
+    OpDef("", "OneHot", 9, None, OneHot),
+    OpDef("", "Size", 1, None, Size),
+    OpDef("", "CastLike", 15, None, CastLike),
+    OpDef("", "Dropout", 7, None, Dropout),
+    OpDef("", "NonZero", 9, None, NonZero),
+    OpDef("", "Unique", 11, None, Unique),
+    OpDef("", "DepthToSpace", 1, None, DepthToSpace),
+    OpDef("", "SpaceToDepth", 1, None, SpaceToDepth),
     OpDef("", "If", 1, None, If),
     OpDef("", "Loop", 1, None, Loop),
     OpDef("", "Scan", 8, None, Scan),
     OpDef("", "SequenceMap", 17, None, SequenceMap),
+    OpDef("ai.onnx.preview.training", "Gradient", 1, None, Gradient),
     OpDef("", "SequenceEmpty", 11, None, SequenceEmpty),
     OpDef("", "SequenceConstruct", 11, None, SequenceConstruct),
     OpDef("", "SequenceInsert", 11, None, SequenceInsert),
@@ -49,6 +213,76 @@ ALL: tuple[OpDef, ...] = (
     OpDef("", "OptionalGetElement", 15, None, OptionalGetElement),
     OpDef("", "Cast", 6, None, Cast),
     OpDef("", "Softmax", 1, None, Softmax),
+    OpDef("", "ReduceSum", 1, None, ReduceSum),
+    OpDef("", "ReduceMean", 1, None, ReduceMean),
+    OpDef("", "ReduceMax", 1, None, ReduceMax),
+    OpDef("", "ReduceMin", 1, None, ReduceMin),
+    OpDef("", "ReduceProd", 1, None, ReduceProd),
+    OpDef("", "ReduceL1", 1, None, ReduceL1),
+    OpDef("", "ReduceL2", 1, None, ReduceL2),
+    OpDef("", "ReduceLogSum", 1, None, ReduceLogSum),
+    OpDef("", "ReduceLogSumExp", 1, None, ReduceLogSumExp),
+    OpDef("", "ReduceSumSquare", 1, None, ReduceSumSquare),
+    OpDef("", "ArgMax", 1, None, ArgMax),
+    OpDef("", "ArgMin", 1, None, ArgMin),
+    OpDef("", "CumSum", 11, None, CumSum),
+    OpDef("", "CumProd", 26, None, CumProd),
+    OpDef("", "LogSoftmax", 1, None, LogSoftmax),
+    OpDef("", "Hardmax", 1, None, Hardmax),
+    OpDef("", "TopK", 1, None, TopK),
+    OpDef("", "LayerNormalization", 17, None, LayerNormalization),
+    OpDef("", "RMSNormalization", 23, None, RMSNormalization),
+    OpDef("", "BatchNormalization", 6, None, BatchNormalization),
+    OpDef("", "InstanceNormalization", 1, None, InstanceNormalization),
+    OpDef("", "GroupNormalization", 18, None, GroupNormalization),
+    OpDef("", "LpNormalization", 1, None, LpNormalization),
+    OpDef("", "MeanVarianceNormalization", 9, None, MeanVarianceNormalization),
+    OpDef("", "Conv", 1, None, Conv),
+    OpDef("", "ConvTranspose", 1, None, ConvTranspose),
+    OpDef("", "DeformConv", 19, None, DeformConv),
+    OpDef("", "MaxPool", 1, None, MaxPool),
+    OpDef("", "AveragePool", 1, None, AveragePool),
+    OpDef("", "LpPool", 2, None, LpPool),
+    OpDef("", "GlobalMaxPool", 1, None, GlobalMaxPool),
+    OpDef("", "GlobalAveragePool", 1, None, GlobalAveragePool),
+    OpDef("", "GlobalLpPool", 2, None, GlobalLpPool),
+    OpDef("", "MaxUnpool", 9, None, MaxUnpool),
+    OpDef("", "LRN", 1, None, LRN),
+    OpDef("", "Resize", 10, None, Resize),
+    OpDef("", "Upsample", 7, 9, Upsample),
+    OpDef("", "GridSample", 16, None, GridSample),
+    OpDef("", "AffineGrid", 20, None, AffineGrid),
+    OpDef("", "RoiAlign", 10, None, RoiAlign),
+    # signal processing, boxes, bits, random draws, training (signal, nms, bitcast, random,
+    # training)
+    OpDef("", "DFT", 17, None, DFT),
+    OpDef("", "STFT", 17, None, STFT),
+    OpDef("", "HannWindow", 17, None, HannWindow),
+    OpDef("", "HammingWindow", 17, None, HammingWindow),
+    OpDef("", "BlackmanWindow", 17, None, BlackmanWindow),
+    OpDef("", "MelWeightMatrix", 17, None, MelWeightMatrix),
+    OpDef("", "NonMaxSuppression", 10, None, NonMaxSuppression),
+    OpDef("", "BitCast", 26, None, BitCast),
+    OpDef("", "RandomUniform", 1, None, RandomUniform),
+    OpDef("", "RandomNormal", 1, None, RandomNormal),
+    OpDef("", "RandomUniformLike", 1, None, RandomUniformLike),
+    OpDef("", "RandomNormalLike", 1, None, RandomNormalLike),
+    OpDef("", "Bernoulli", 15, None, Bernoulli),
+    OpDef("", "Multinomial", 7, None, Multinomial),
+    OpDef("ai.onnx.preview.training", "Momentum", 1, None, Momentum),
+    OpDef("ai.onnx.preview.training", "Adagrad", 1, None, Adagrad),
+    OpDef("ai.onnx.preview.training", "Adam", 1, None, Adam),
+    # strings (strings, tfidf)
+    OpDef("", "StringConcat", 20, None, StringConcat),
+    OpDef("", "StringSplit", 20, None, StringSplit),
+    OpDef("", "StringNormalizer", 10, None, StringNormalizer),
+    OpDef("", "RegexFullMatch", 20, None, RegexFullMatch),
+    OpDef("", "TfIdfVectorizer", 9, None, TfIdfVectorizer),
+    # the ai.onnx.ml domain (ml)
+    OpDef("ai.onnx.ml", "LabelEncoder", 1, None, LabelEncoder),
+    OpDef("ai.onnx.ml", "TreeEnsemble", 5, None, TreeEnsemble),
+    OpDef("ai.onnx.ml", "Binarizer", 1, None, Binarizer),
+    OpDef("ai.onnx.ml", "ArrayFeatureExtractor", 1, None, ArrayFeatureExtractor),
 )
 
 
@@ -62,7 +296,10 @@ class OperatorTable:
 
     def extended(self, defs) -> "OperatorTable":
         """A new table with ``defs`` added (user registries; graphrt's table is untouched)."""
-        return OperatorTable([d for ds in self._by_key.values() for d in ds] + list(defs))
+        return OperatorTable(self.defs() + list(defs))
+
+    def defs(self) -> list[OpDef]:
+        return [d for ds in self._by_key.values() for d in ds]
 
     def resolve(self, domain: str, op_type: str, opset: int) -> OpDef | None:
         for d in self._by_key.get((domain, op_type), ()):

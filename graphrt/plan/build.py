@@ -17,12 +17,14 @@ import numpy as np
 
 from ..errors import ErrorKind, SessionError
 from ..kernels.base import InferContext, RunContext
+from .arena import Arena
 from .memory import MAX_SLAB, plan_slab
 
 if TYPE_CHECKING:      # the compiled graph is the layer above: types only
     from ..graph import CompiledGraph, CompiledNode
 
 FOLD_LIMIT = 64 * 1024
+FOLD_ARENA = 1 << 30        # scratch a kernel may take while a constant is folded
 
 CONST, STATIC, DYNAMIC = "const", "static", "dynamic"
 
@@ -104,7 +106,8 @@ def build_plan(graph: CompiledGraph, signature: tuple, early_free: str | None = 
                 if o >= 0:
                     facts[o] = Fact(CONST, c.dtype, c.shape, c)
             continue
-        outs = [Fact(STATIC, d, s) for d, s in zip(ctx.out_dtypes, ctx.out_shapes)]
+        outs = [Fact(STATIC, d, s) if o >= 0 else Fact(STATIC, np.dtype(np.uint8), (0,))
+                for o, d, s in zip(node.outputs, ctx.out_dtypes, ctx.out_shapes)]
         if kernel.view_of_input:
             src = ins[0]
             if outs[0].nbytes != src.nbytes or outs[0].dtype != src.dtype:
@@ -118,8 +121,7 @@ def build_plan(graph: CompiledGraph, signature: tuple, early_free: str | None = 
             continue
         present = [f for f in ins if f is not None]
         if present and kernel.constant_foldable and all(f.kind == CONST for f in present):
-            out_bytes = sum(f.nbytes for f in outs)
-            if not (out_bytes > max(f.nbytes for f in present) and out_bytes > FOLD_LIMIT):
+            if worth_folding(sum(f.nbytes for f in outs), [f.nbytes for f in present]):
                 for o, arr in zip(node.outputs, _fold(node, ins, outs, ctx.prepared, exact)):
                     if o >= 0:
                         facts[o] = Fact(CONST, arr.dtype, arr.shape, arr)
@@ -146,11 +148,41 @@ def _check_stated(node: CompiledNode, ctx: InferContext) -> None:
             node.info.fail(f"infer stated a negative extent for output {i}: {list(ctx.out_shapes[i])}")
 
 
+def worth_folding(out_bytes: int, in_bytes: list[int]) -> bool:
+    """Fold unless the result is larger than both (all) its inputs and 64 KiB."""
+    return not (out_bytes > max(in_bytes, default=0) and out_bytes > FOLD_LIMIT)
+
+
+def evaluate_constant_node(node: CompiledNode, values: list, exact: bool) -> list | None:
+    """The outputs of a node whose present inputs are all constants (``values``), computed
+    now with its own kernel, or None where it cannot or should not be folded."""
+    kernel = node.kernel
+    present = [v for v in values if v is not None]
+    if kernel.outputs_data_dependent or not kernel.constant_foldable:
+        return None
+    ctx = InferContext(node.info, exact, [v.dtype if v is not None else None for v in values],
+                       [v.shape if v is not None else None for v in values], values, len(node.outputs))
+    infer_kernel(node, ctx)
+    if ctx.needs_values:
+        return None
+    _check_stated(node, ctx)
+    if any(c is not None for c in ctx.constants):
+        return list(ctx.constants)
+    if kernel.view_of_input:
+        return [values[0].reshape(ctx.out_shapes[0])]
+    outs = [Fact(STATIC, d, sh) if o >= 0 else Fact(STATIC, np.dtype(np.uint8), (0,))
+            for o, d, sh in zip(node.outputs, ctx.out_dtypes, ctx.out_shapes)]
+    if not worth_folding(sum(f.nbytes for f in outs), [v.nbytes for v in present]):
+        return None
+    ins = [Fact(CONST, v.dtype, v.shape, v) if v is not None else None for v in values]
+    return _fold(node, ins, outs, ctx.prepared, exact)
+
+
 def _fold(node: CompiledNode, ins, outs, prepared, exact: bool) -> list[np.ndarray]:
     """Run the node now on constant inputs: the same kernel, so the same bits."""
-    arrays = [np.empty(f.shape, f.dtype) for f in outs]
+    arrays = [np.empty(f.shape, f.dtype) if o >= 0 else None for f, o in zip(outs, node.outputs)]
     ctx = RunContext(node.info, [f.value if f is not None else None for f in ins], arrays,
-                     prepared, exact)
+                     prepared, exact, Arena(FOLD_ARENA))
     run_kernel(node, ctx)
     return arrays
 

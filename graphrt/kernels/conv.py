@@ -1,0 +1,345 @@
+"""Conv: N-d convolution (1, 2 or 3 spatial axes) as im2col plus the shared GEMM kernel.
+
+    y[n, m, o] = sum_{c, k} w[m, c, k] * xpad[n, g * C/G + c, o * s - pb + k * d] (+ b[m])
+
+with g = m // (M/G) the group of output channel m, k the kernel positions, s the strides, d the
+dilations, pb the leading pads, and xpad zero outside the input. Each image is unfolded into a
+column matrix col[(c, k), o] (arena scratch, a few images at a time) and multiplied by the
+weights with matmul's kernel: for every output element acc = 0, then for c ascending and,
+inside, the kernel positions in row-major order ascending, acc = acc + w * col (padding taps
+included, as products with 0); the bias is added last. That order is the same in both
+variants; the exact variant has no FMA and writes NaN results as the canonical NaN. Work is
+split over images, groups and blocks of output channels, never over the sum, so the bits do
+not depend on the thread count. float16 is computed in float32 and rounded once at the end.
+
+The window geometry (Window, spatial_3d, scratch, Float16) is shared with the pooling,
+ConvTranspose and DeformConv kernels.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import prange
+
+from ..errors import ErrorKind
+from .base import InferContext, OpKernel, RunContext, scratch
+from .broadcast import PARALLEL_MIN
+from .jit import Variants
+from .matmul import (_A_SI, _A_SK, _B_SJ, _B_SK, _K, _M, _MATMUL, _N, _RB, PARALLEL_WORK, RB)
+
+EXACT = False
+
+FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
+AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+COL_BYTES = 1 << 25         # im2col scratch per chunk of images (at least one image)
+
+# canonical 3-d geometry vector (int64): 1-d and 2-d inputs get leading axes of extent 1
+(_C, _D, _H, _W, _OD, _OH, _OW, _KD, _KH, _KW, _SD, _SH, _SW, _DD, _DH, _DW, _PD, _PH,
+ _PW) = range(19)
+GEO_SIZE = 19
+
+
+# ----------------------------------------------------------------------------- geometry
+
+def _ints(node, key):
+    v = node.attr(key)
+    return None if v is None else [int(x) for x in v]
+
+
+class Axes:
+    """Resolved window geometry of one plan: per spatial axis the output extent, leading and
+    trailing pads, kernel extent, stride and dilation."""
+
+    __slots__ = ("out", "begin", "end", "kernel", "strides", "dilations")
+
+    def __init__(self, out, begin, end, kernel, strides, dilations):
+        self.out, self.begin, self.end = out, begin, end
+        self.kernel, self.strides, self.dilations = kernel, strides, dilations
+
+
+class Window:
+    """The kernel_shape, strides, dilations, pads and auto_pad attributes of a sliding-window
+    node, validated at load time; ``resolve`` fits them to an input's spatial extents."""
+
+    def __init__(self, node, need_kernel: bool, dilations: bool = True):
+        self.kernel = _ints(node, "kernel_shape")
+        if need_kernel and self.kernel is None:
+            node.fail("attribute 'kernel_shape' is required")
+        self.strides = _ints(node, "strides")
+        self.dilations = _ints(node, "dilations") if dilations else None
+        self.pads = _ints(node, "pads")
+        auto = node.attr("auto_pad", "NOTSET") or "NOTSET"
+        if auto not in AUTO_PADS:
+            node.fail(f"auto_pad {auto!r} is not one of {', '.join(AUTO_PADS)}")
+        self.auto_pad = auto
+        for key, vals, low in (("kernel_shape", self.kernel, 1), ("strides", self.strides, 1),
+                               ("dilations", self.dilations, 1), ("pads", self.pads, 0)):
+            if vals is not None and any(v < low for v in vals):
+                node.fail(f"{key} {vals} has a value below {low}")
+        if self.pads is not None and len(self.pads) % 2:
+            node.fail(f"pads {self.pads} must have an even length (begins, then ends)")
+
+    def lists(self, fail, r: int, kernel=None):
+        """Kernel, strides, dilations and explicit pads for ``r`` spatial axes."""
+        kernel = self.kernel if kernel is None else list(kernel)
+        if self.kernel is not None and list(self.kernel) != list(kernel):
+            fail(f"kernel_shape {self.kernel} does not match the weights' kernel {list(kernel)}")
+        strides = self.strides or [1] * r
+        dilations = self.dilations or [1] * r
+        pads = self.pads or [0] * (2 * r)
+        for key, vals, n in (("kernel_shape", kernel, r), ("strides", strides, r),
+                             ("dilations", dilations, r), ("pads", pads, 2 * r)):
+            if len(vals) != n:
+                fail(f"{key} {list(vals)} should have {n} values for {r} spatial axes")
+        return list(kernel), list(strides), list(dilations), list(pads)
+
+    def resolve(self, fail, spatial, kernel=None, ceil_mode: bool = False) -> Axes:
+        """Output extents and pads: SAME_* pads so that out = ceil(in / stride) (the odd pad
+        at the end for SAME_UPPER, at the beginning for SAME_LOWER); otherwise
+        out = floor((in + pads - (k - 1) * d - 1) / s) + 1, or ceil with ``ceil_mode``, where a
+        last window starting in the trailing padding is dropped."""
+        r = len(spatial)
+        kernel, strides, dilations, pads = self.lists(fail, r, kernel)
+        out, begin, end = [], [], []
+        for i, n in enumerate(spatial):
+            s, ek = strides[i], (kernel[i] - 1) * dilations[i] + 1
+            if self.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+                o = -(-n // s)
+                total = max(0, (o - 1) * s + ek - n)
+                pb = total // 2 if self.auto_pad == "SAME_UPPER" else total - total // 2
+                out.append(o)
+                begin.append(pb)
+                end.append(total - pb)
+                continue
+            pb, pe = (0, 0) if self.auto_pad == "VALID" else (pads[i], pads[i + r])
+            span = n + pb + pe - ek
+            if span < 0:
+                fail(f"the kernel extent {ek} (kernel {kernel[i]}, dilation {dilations[i]}) is "
+                     f"larger than the padded input extent {n + pb + pe} on spatial axis {i}")
+            o = (-(-span // s) if ceil_mode else span // s) + 1
+            if ceil_mode and (o - 1) * s >= n + pb:
+                o -= 1
+            out.append(o)
+            begin.append(pb)
+            end.append(pe)
+        return Axes(out, begin, end, kernel, strides, dilations)
+
+
+def spatial_3d(values, fill=1) -> list:
+    """``values`` of 1 to 3 spatial axes as three, the missing leading axes set to ``fill``."""
+    return [fill] * (3 - len(values)) + list(values)
+
+
+def geometry(channels, spatial, ax: Axes) -> np.ndarray:
+    """The canonical 3-d geometry vector of a window operation."""
+    g = np.zeros(GEO_SIZE, dtype=np.int64)
+    g[_C] = channels
+    g[_D:_W + 1] = spatial_3d(spatial)
+    g[_OD:_OW + 1] = spatial_3d(ax.out)
+    g[_KD:_KW + 1] = spatial_3d(ax.kernel)
+    g[_SD:_SW + 1] = spatial_3d(ax.strides)
+    g[_DD:_DW + 1] = spatial_3d(ax.dilations)
+    g[_PD:_PW + 1] = spatial_3d(ax.begin, 0)
+    return g
+
+
+def check_rank(ctx, shape, what="X"):
+    if not 3 <= len(shape) <= 5:
+        ctx.fail(f"{what} of shape {list(shape)} must have 1 to 3 spatial axes "
+                 f"(rank 3 to 5)", ErrorKind.UNSUPPORTED if len(shape) > 5 else
+                 ErrorKind.INVALID_MODEL)
+
+
+def check_float(ctx, i=0):
+    return ctx.check_dtype(i, FLOATS)
+
+
+
+class Float16:
+    """float16 tensors are computed in float32 (numba has no float16 arithmetic): inputs are
+    widened into scratch, the float32 result is rounded once into the real output."""
+
+    @staticmethod
+    def wide(ctx, a):
+        if a is None or a.dtype != np.float16:
+            return a
+        w = scratch(ctx, np.float32, a.shape)
+        np.copyto(w, a)
+        return w
+
+    @staticmethod
+    def out(ctx, a):
+        return scratch(ctx, np.float32, a.shape) if a is not None and a.dtype == np.float16 else a
+
+    @staticmethod
+    def narrow(dst, src):
+        if dst is not None and src is not dst:
+            np.copyto(dst, src, casting="unsafe")
+
+
+def ceil_div(a, b):
+    return -(-a // b)
+
+
+# ----------------------------------------------------------------------------- kernels
+
+def _im2col(x, col, g, rows):
+    """col[r, p] = the input element that kernel tap r = (image, channel, kd, kh, kw) reads
+    at output position p = (od, oh, ow), or 0 in the padding."""
+    d_, h_, w_ = g[_D], g[_H], g[_W]
+    od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
+    kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
+    p_ = od_ * oh_ * ow_
+    for r in prange(rows):
+        kw = r % kw_
+        q = r // kw_
+        kh = q % kh_
+        q = q // kh_
+        kd = q % kd_
+        xo = (q // kd_) * d_ * h_ * w_
+        w0 = kw * g[_DW] - g[_PW]
+        lo = min(ow_, max(0, -(w0 // g[_SW])))      # first ow with ow * sw + w0 >= 0
+        hi = min(ow_, max(lo, (w_ - 1 - w0) // g[_SW] + 1))
+        row = col[r * p_:(r + 1) * p_]
+        for od in range(od_):
+            di = od * g[_SD] - g[_PD] + kd * g[_DD]
+            for oh in range(oh_):
+                hi_ = oh * g[_SH] - g[_PH] + kh * g[_DH]
+                seg = row[(od * oh_ + oh) * ow_:(od * oh_ + oh + 1) * ow_]
+                if di < 0 or di >= d_ or hi_ < 0 or hi_ >= h_:
+                    for j in range(ow_):
+                        seg[j] = 0
+                    continue
+                src = xo + (di * h_ + hi_) * w_ + w0
+                for j in range(lo):
+                    seg[j] = 0
+                for j in range(lo, hi):
+                    seg[j] = x[src + j * g[_SW]]
+                for j in range(hi, ow_):
+                    seg[j] = 0
+
+
+def _add_bias(y, b, planes, m, p):
+    """y[plane, :] += b[plane % m]; exact variant: NaN results canonical."""
+    for t in prange(planes):
+        bv = b[t % m]
+        row = y[t * p:(t + 1) * p]
+        for j in range(p):
+            v = row[j] + bv
+            if EXACT and v != v:
+                row[j] = np.nan
+            else:
+                row[j] = v
+
+
+# im2col only moves data: its fast variant serves both modes.
+IM2COL = Variants(_im2col, "conv_im2col", parallel=True)
+ADD_BIAS = Variants(_add_bias, "conv_bias", parallel=True)
+
+
+class GemmCall:
+    """A batched product out[b] = A[b] @ B[b] through matmul's kernel (k ascending): A is
+    read at a[offa[b] + i * a_si + k * a_sk], B row-major at b[offb[b] + k * n + j], and out
+    is C-contiguous, one (m, n) block per batch entry."""
+
+    __slots__ = ("geo", "offa", "offb", "blocks", "work", "one")
+
+    def __init__(self, m, n, k, a_si, a_sk, offa, offb, dtype):
+        geo = np.zeros(11, dtype=np.int64)
+        geo[_M], geo[_N], geo[_K] = m, n, k
+        geo[_A_SI], geo[_A_SK], geo[_B_SK], geo[_B_SJ] = a_si, a_sk, n, 1
+        geo[_RB] = RB
+        self.geo = geo
+        self.offa = np.asarray(offa, dtype=np.int64)
+        self.offb = np.asarray(offb, dtype=np.int64)
+        self.blocks = ceil_div(m, RB)
+        self.work = m * n * k
+        self.one = np.dtype(dtype).type(1)
+
+    def __call__(self, exact, a, b, out, batches):
+        if batches == 0 or self.blocks == 0:
+            return
+        fn = _MATMUL.get(exact, batches * self.work >= PARALLEL_WORK)
+        fn(a, b, out, out, self.offa, self.offb, self.geo, self.one, self.one,
+           batches * self.blocks, 0)
+
+
+def image_chunk(n_images, col_per_image, itemsize):
+    return max(1, min(n_images, COL_BYTES // max(1, col_per_image * itemsize)))
+
+
+# ----------------------------------------------------------------------------- Conv
+
+class _ConvPlan:
+    __slots__ = ("geo", "gemm", "n", "c", "m", "in_size", "out_size", "col_size", "chunk",
+                 "direct", "wdt")
+
+
+class Conv(OpKernel):
+    """X (N, C, D...), W (M, C/group, K...), optional B (M): Y (N, M, O...)."""
+
+    supports_exact = True
+
+    def __init__(self, node):
+        super().__init__(node)
+        self.window = Window(node, need_kernel=False)
+        self.group = int(node.attr("group", 1))
+        if self.group < 1:
+            node.fail(f"group {self.group} must be positive")
+
+    def infer(self, ctx: InferContext) -> None:
+        has_b = ctx.has_input(2)
+        dt = ctx.same_dtype(0, 1, 2) if has_b else ctx.same_dtype(0, 1)
+        check_float(ctx)
+        xs, ws = tuple(ctx.shape(0)), tuple(ctx.shape(1))
+        check_rank(ctx, xs)
+        if len(ws) != len(xs):
+            ctx.fail(f"W of shape {list(ws)} must have the rank of X {list(xs)}")
+        n, c = xs[:2]
+        m, cg = ws[:2]
+        g = self.group
+        if c != cg * g or m % g:
+            ctx.fail(f"X {list(xs)} and W {list(ws)} do not fit group {g}: X needs "
+                     f"W.shape[1] * group channels and W.shape[0] must divide by group")
+        if has_b and tuple(ctx.shape(2)) != (m,):
+            ctx.fail(f"B of shape {list(ctx.shape(2))} should be [{m}]")
+        ax = self.window.resolve(ctx.fail, xs[2:], ws[2:])
+        ctx.set_output(0, dt, (n, m, *ax.out))
+        p = _ConvPlan()
+        p.geo = geometry(c, xs[2:], ax)
+        k = math.prod(ax.kernel)
+        out_size = math.prod(ax.out)
+        p.n, p.c, p.m = n, c, m
+        p.in_size, p.out_size = math.prod(xs[2:]), out_size
+        p.wdt = np.dtype(np.float32) if dt == np.float16 else dt
+        p.direct = k == 1 and all(s == 1 for s in ax.strides) and not any(ax.begin + ax.end)
+        p.col_size = c * k * out_size
+        p.chunk = image_chunk(n, 0 if p.direct else p.col_size, p.wdt.itemsize)
+        mg = m // g
+        batches = p.chunk * g
+        offb = np.arange(batches, dtype=np.int64) * (cg * k * out_size)
+        offa = (np.arange(batches, dtype=np.int64) % g) * (mg * cg * k)
+        p.gemm = GemmCall(mg, out_size, cg * k, cg * k, 1, offa, offb, p.wdt)
+        ctx.prepared = p
+
+    def run(self, ctx: RunContext) -> None:
+        p = ctx.prepared
+        x = Float16.wide(ctx, ctx.flat_in[0])
+        w = Float16.wide(ctx, ctx.flat_in[1])
+        b = Float16.wide(ctx, ctx.flat_in[2] if len(ctx.flat_in) > 2 else None)
+        y = Float16.out(ctx, ctx.flat_out[0])
+        col = None if p.direct else scratch(ctx, p.wdt, (p.chunk * p.col_size,))
+        g = self.group
+        for n0 in range(0, p.n, p.chunk):
+            k = min(p.chunk, p.n - n0)
+            xs = x[n0 * p.c * p.in_size:(n0 + k) * p.c * p.in_size]
+            ys = y[n0 * p.m * p.out_size:(n0 + k) * p.m * p.out_size]
+            if not p.direct:
+                rows = k * p.col_size // max(1, p.out_size)
+                IM2COL.get(False, k * p.col_size >= PARALLEL_MIN)(xs, col, p.geo, rows)
+                xs = col
+            p.gemm(ctx.exact, w, xs, ys, k * g)
+            if b is not None and ys.size:
+                ADD_BIAS.get(ctx.exact, ys.size >= PARALLEL_MIN)(ys, b, k * p.m, p.m, p.out_size)
+        Float16.narrow(ctx.flat_out[0], y)

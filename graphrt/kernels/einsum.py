@@ -1,0 +1,403 @@
+"""Einsum, and the batched matrix product and scratch helpers the contraction kernels share.
+
+Einsum: out[output labels] = sum over the other labels of the product of the operands, each
+read at its labels (numpy's einsum: a label repeated in one term reads the diagonal, "..."
+stands for broadcast axes, an implicit output is "..." then the labels used once, in ASCII
+order). The equation is parsed and planned in Python; operands are contracted pairwise from
+left to right, each step keeping the labels the output or a later operand still needs.
+
+A step is a batched matrix product through matmul.py's kernel when it can be (two operands,
+no repeated or broadcast labels, no label summed away inside one operand, a dtype the kernel
+has): labels group into batch (both operands and kept), m (first only), n (second only) and k
+(both, summed), and an operand not already laid out as (batch, m, k) / (batch, k, n) or their
+transposes is copied into that order first. Any other step is the generic contraction below.
+Accumulation order: matmul.py's (k ascending) for products; for the generic step the summed
+labels are walked in row-major order of their first appearance, one running sum per output
+element. No transcendental functions, so both paths are exact-mode kernels. float16 and
+bfloat16 are computed in float32 and rounded once at the end.
+
+The shared helpers: ``Product`` (matmul.py's kernel for any strided batched product),
+``widen``/``work_type`` (conversions to the type a kernel computes in; base.scratch is
+re-exported) and ``round_to`` (exact rounding of a float64 to a narrower binary format).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from .. import dtypes as _dt
+from .base import InferContext, OpKernel, RunContext, scratch
+from .broadcast import PARALLEL_MIN
+from .jit import Variants
+from .matmul import (_K, _M, _N, _A_SI, _A_SK, _B_SJ, _B_SK, _GEMM_PACKED, _MATMUL, MatMul,
+                     _prepare)
+
+EXACT = False
+
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+
+
+def optional_dtype(code):
+    """The numpy dtype of an ONNX type code, None when there is none (no ml_dtypes)."""
+    try:
+        return _dt.to_numpy(code)
+    except ValueError:
+        return None
+
+
+BF16 = optional_dtype(16)
+NARROW = frozenset(t for t in (F16, BF16) if t is not None)   # computed in float32
+FLOATS = frozenset({F32, F64}) | NARROW
+
+
+# ----------------------------------------------------------------------------- shared helpers
+
+def work_type(dtype) -> np.dtype:
+    """The type a kernel computes ``dtype`` in: float32 for the 16-bit floats numba lacks."""
+    return F32 if dtype in NARROW else np.dtype(dtype)
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def round_to(v, p, emin, emax):
+    """v (float64) rounded to the nearest value of a binary format with p significant bits
+    and normal exponents emin..emax, half to even; inf past the largest finite value."""
+    a = abs(v)
+    if a != a or a == np.inf or a == 0:
+        return v
+    if a < 2.0 ** emin:                 # subnormals: multiples of 2^(emin - p + 1)
+        q = np.rint(a * 2.0 ** (p - 1 - emin)) * 2.0 ** (emin - p + 1)
+    else:
+        m, e = math.frexp(a)
+        q = math.ldexp(np.rint(math.ldexp(m, p)), e - p)
+        if q >= 2.0 ** (emax + 1):
+            q = np.inf
+    return q if v > 0 else -q
+
+
+def widen(ctx: RunContext, x: np.ndarray, dtype) -> np.ndarray:
+    """x (1-D) in ``dtype``: x itself, or a scratch copy converted by numpy."""
+    if x.dtype == dtype:
+        return x
+    w = scratch(ctx, dtype, (x.size,))
+    np.copyto(w, x, casting="unsafe")
+    return w
+
+
+class _Shim:
+    """The part of an InferContext that matmul._prepare reads and writes."""
+
+    __slots__ = ("exact", "prepared")
+
+    def __init__(self, exact: bool):
+        self.exact = exact
+        self.prepared = None
+
+
+class Product:
+    """A batched matrix product through matmul.py's blocked kernel (its accumulation order):
+    out[b] (an m x n C-order block at b*m*n) = A_b @ B_b for b < len(offa), where
+    A_b[i, k] = a[offa[b] + i*a_si + k*a_sk] and B_b[k, j] = b[offb[b] + k*b_sk + j*b_sj].
+    ``min_parallel`` raises matmul.py's threshold (multiply-adds per call) for running the
+    row blocks in parallel, for products called many times in a row (one per RNN step)."""
+
+    __slots__ = ("p",)
+    DTYPES = MatMul.ALLOWED
+
+    def __init__(self, exact: bool, dtype, m, n, k, offa, offb, a_strides, b_strides,
+                 min_parallel: int = 0):
+        geo = [0] * 11
+        geo[_M], geo[_N], geo[_K] = m, n, k
+        geo[_A_SI], geo[_A_SK] = a_strides
+        geo[_B_SK], geo[_B_SJ] = b_strides
+        if n <= 1:
+            geo[_B_SJ] = 1      # one column: the j stride is never used, skip packing
+        shim = _Shim(exact)
+        _prepare(shim, _MATMUL, np.dtype(dtype), len(offa), offa, offb, geo)
+        self.p = shim.prepared
+        if len(offa) * m * n * k < min_parallel:
+            self.p.fn = (_MATMUL if geo[_B_SJ] == 1 else _GEMM_PACKED).get(exact, False)
+
+    def __call__(self, a, b, out) -> None:
+        p = self.p
+        p.fn(a, b, out, out, p.offa, p.offb, p.geo, p.alpha, p.beta, p.tasks, p.slots)
+
+
+# ----------------------------------------------------------------------------- generic step
+
+def _contract(x0, x1, out, sizes, s0, s1, n_out, two, zero, tasks):
+    """out[t] = sum over the summed labels of x0[.] (* x1[.]): ``sizes`` are the label extents,
+    output labels first (row-major over ``out``), ``s0``/``s1`` each operand's element stride
+    per label (0 where it lacks the label; a repeated label's strides add up)."""
+    nl = sizes.size
+    total = 1
+    for d in range(n_out, nl):
+        total *= sizes[d]
+    for t in prange(tasks):
+        o0 = 0
+        o1 = 0
+        rem = t
+        for d in range(n_out - 1, -1, -1):
+            q = rem // sizes[d]
+            idx = rem - q * sizes[d]
+            rem = q
+            o0 += idx * s0[d]
+            o1 += idx * s1[d]
+        acc = zero
+        for r in range(total):
+            a0 = o0
+            a1 = o1
+            rem = r
+            for d in range(nl - 1, n_out - 1, -1):
+                q = rem // sizes[d]
+                idx = rem - q * sizes[d]
+                rem = q
+                a0 += idx * s0[d]
+                a1 += idx * s1[d]
+            if two:
+                acc = acc + x0[a0] * x1[a1]
+            else:
+                acc = acc + x0[a0]
+        if EXACT and acc != acc:
+            out[t] = np.nan
+        else:
+            out[t] = acc
+
+
+_CONTRACT = Variants(_contract, "einsum_contract", parallel=True)
+
+
+# ----------------------------------------------------------------------------- equation
+
+def parse(equation: str, ranks, fail):
+    """The terms as label lists (letters; ellipsis axes become ints 0..E-1, right-aligned)
+    and the output labels."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(ranks):
+        fail(f"equation {equation!r} has {len(terms)} operand terms for {len(ranks)} inputs")
+    n_ell = 0
+    parsed = []
+    for term, rank in zip(terms, ranks):
+        head, dots, tail = term.partition("...")
+        if "." in head or "." in tail:
+            fail(f"equation {equation!r}: misplaced '.'")
+        for c in head + tail:
+            if not c.isascii() or not c.isalpha():
+                fail(f"equation {equation!r}: {c!r} is not a label")
+        letters = len(head) + len(tail)
+        e = rank - letters
+        if e < 0 or (e > 0 and not dots):
+            fail(f"term {term!r} does not match an input of rank {rank}")
+        n_ell = max(n_ell, e)
+        parsed.append((list(head), e if dots else 0, list(tail)))
+    terms_out = [h + list(range(n_ell - e, n_ell)) + t for h, e, t in parsed]
+    uses_ell = any("..." in t for t in terms)
+    if arrow:
+        head, dots, tail = rhs.partition("...")
+        if "." in head or "." in tail or (dots and not uses_ell and n_ell):
+            fail(f"equation {equation!r}: misplaced '.'")
+        out = list(head) + (list(range(n_ell)) if dots else []) + list(tail)
+        if not dots and n_ell:
+            fail(f"equation {equation!r}: the output must keep the '...' axes")
+        seen = {x for t in terms_out for x in t}
+        for c in out:
+            if isinstance(c, str) and (c not in seen or out.count(c) > 1):
+                fail(f"equation {equation!r}: output label {c!r} is not an input label "
+                     "or is repeated")
+    else:
+        counts = {}
+        for t in terms_out:
+            for c in t:
+                if isinstance(c, str):
+                    counts[c] = counts.get(c, 0) + 1
+        out = list(range(n_ell)) + sorted(c for c, n in counts.items() if n == 1)
+    return terms_out, out
+
+
+def label_sizes(terms, shapes, fail):
+    """Extent of every label; an ellipsis axis of extent 1 broadcasts."""
+    sizes = {}
+    for term, shape in zip(terms, shapes):
+        for c, d in zip(term, shape):
+            old = sizes.get(c)
+            if old is None or old == d:
+                sizes[c] = d
+            elif isinstance(c, int) and (old == 1 or d == 1):
+                sizes[c] = max(old, d)
+            else:
+                fail(f"label {'...' if isinstance(c, int) else repr(c)} has extents {old} and {d}")
+    return sizes
+
+
+def _strides(term, shape, sizes):
+    """label -> element stride of a C-contiguous operand (repeated labels add up; a
+    broadcast axis reads with stride 0)."""
+    out = {}
+    step = 1
+    for c, d in zip(term[::-1], shape[::-1]):
+        out[c] = out.get(c, 0) + (step if d == sizes[c] or d != 1 else 0)
+        step *= d
+    return out
+
+
+# ----------------------------------------------------------------------------- plan
+
+class _Generic:
+    """One generic contraction step of one or two operands into ``labels``."""
+
+    def __init__(self, exact, terms, shapes, sizes, labels, dtype):
+        order = list(labels)
+        for t in terms:
+            for c in t:
+                if c not in order:
+                    order.append(c)
+        st = [_strides(t, s, sizes) for t, s in zip(terms, shapes)]
+        self.sizes = np.array([sizes[c] for c in order], dtype=np.int64)
+        self.s0 = np.array([st[0].get(c, 0) for c in order], dtype=np.int64)
+        self.s1 = np.array([st[-1].get(c, 0) if len(st) > 1 else 0 for c in order],
+                           dtype=np.int64)
+        self.n_out = len(labels)
+        self.two = len(terms) == 2
+        self.tasks = math.prod(sizes[c] for c in labels)
+        work = self.tasks * max(1, math.prod(int(s) for s in self.sizes[self.n_out:]))
+        self.fn = _CONTRACT.get(exact, work >= PARALLEL_MIN and self.tasks > 1)
+
+    def __call__(self, x0, x1, out):
+        self.fn(x0, x0 if x1 is None else x1, out, self.sizes, self.s0, self.s1, self.n_out,
+                self.two, out.dtype.type(0), self.tasks)
+
+
+class _PairProduct:
+    """Two operands as a batched matrix product (see the module docstring)."""
+
+    def __init__(self, exact, terms, shapes, sizes, labels, dtype):
+        ta, tb = terms
+        batch = [c for c in labels if c in ta and c in tb]
+        ms = [c for c in labels if c in ta and c not in tb]
+        ns = [c for c in labels if c in tb and c not in ta]
+        ks = [c for c in ta if c in tb and c not in labels]
+        nb, m, n, k = (math.prod(sizes[c] for c in g) for g in (batch, ms, ns, ks))
+        self.copy_a = self.copy_b = None
+        if ta == batch + ms + ks:
+            sa = (k, 1)
+        elif ta == batch + ks + ms:
+            sa = (1, m)
+        else:
+            self.copy_a = ([ta.index(c) for c in batch + ms + ks], (nb, m, k), shapes[0])
+            sa = (k, 1)
+        if tb == batch + ks + ns:
+            sb = (n, 1)
+        elif tb == batch + ns + ks:
+            sb = (1, k)
+        else:
+            self.copy_b = ([tb.index(c) for c in batch + ks + ns], (nb, k, n), shapes[1])
+            sb = (n, 1)
+        made = batch + ms + ns
+        self.reorder = None if made == list(labels) else (
+            [sizes[c] for c in made], [made.index(c) for c in labels], (nb, m, n))
+        offa = np.arange(nb, dtype=np.int64) * (m * k)
+        offb = np.arange(nb, dtype=np.int64) * (k * n)
+        self.product = Product(exact, dtype, m, n, k, offa, offb, sa, sb)
+        self.dtype = dtype
+
+    @staticmethod
+    def eligible(terms, shapes, sizes, labels, dtype) -> bool:
+        if len(terms) != 2 or dtype not in Product.DTYPES:
+            return False
+        for t, s in zip(terms, shapes):
+            if len(set(t)) != len(t) or any(sizes[c] != d for c, d in zip(t, s)):
+                return False
+        ta, tb = terms
+        return all(c in labels or c in tb for c in ta) and all(c in labels or c in ta for c in tb)
+
+    def __call__(self, ctx, x0, x1, out):
+        a, b = x0, x1
+        if self.copy_a is not None:
+            perm, shape, src = self.copy_a
+            a = scratch(ctx, self.dtype, (math.prod(shape),))
+            np.copyto(a.reshape([src[p] for p in perm]), x0.reshape(src).transpose(perm))
+        if self.copy_b is not None:
+            perm, shape, src = self.copy_b
+            b = scratch(ctx, self.dtype, (math.prod(shape),))
+            np.copyto(b.reshape([src[p] for p in perm]), x1.reshape(src).transpose(perm))
+        if self.reorder is None:
+            self.product(a, b, out)
+            return
+        made_shape, perm, flat = self.reorder
+        tmp = scratch(ctx, self.dtype, (math.prod(flat),))
+        self.product(a, b, tmp)
+        np.copyto(out.reshape([made_shape[p] for p in perm]),
+                  tmp.reshape(made_shape).transpose(perm))
+
+
+class Einsum(OpKernel):
+    supports_exact = True
+    ALLOWED = FLOATS | _dt.INTEGERS
+
+    def __init__(self, node):
+        super().__init__(node)
+        eq = node.attr("equation")
+        if eq is None:
+            node.fail("attribute 'equation' is required")
+        self.equation = eq.decode() if isinstance(eq, bytes) else str(eq)
+
+    def infer(self, ctx: InferContext) -> None:
+        n = ctx.n_inputs
+        if n == 0:
+            ctx.fail("at least one input is required")
+        dt = ctx.same_dtype(*range(n))
+        ctx.check_dtype(0, self.ALLOWED)
+        shapes = [tuple(ctx.shape(i)) for i in range(n)]
+        terms, out = parse(self.equation, [len(s) for s in shapes], ctx.fail)
+        sizes = label_sizes(terms, shapes, ctx.fail)
+        ctx.set_output(0, dt, [sizes[c] for c in out])
+        work = work_type(dt)
+        if n == 1 and terms[0] == out and len(set(out)) == len(out):
+            ctx.prepared = ([(False, None, 0)], work)
+            return
+        steps = []
+        cur_t, cur_s = terms[0], shapes[0]
+        for i in range(1, max(n, 2)):
+            step_terms, step_shapes = [cur_t] + terms[i:i + 1], [cur_s] + shapes[i:i + 1]
+            if i >= n - 1:
+                labels = list(out)
+            else:
+                later = set(out).union(*terms[i + 1:])
+                labels = []
+                for c in cur_t + terms[i]:
+                    if c in later and c not in labels:
+                        labels.append(c)
+            cls = _PairProduct if _PairProduct.eligible(step_terms, step_shapes, sizes, labels,
+                                                        work) else _Generic
+            steps.append((cls is _PairProduct,
+                          cls(ctx.exact, step_terms, step_shapes, sizes, labels, work),
+                          math.prod(sizes[c] for c in labels)))
+            cur_t, cur_s = labels, tuple(sizes[c] for c in labels)
+        ctx.prepared = (steps, work)
+
+    def run(self, ctx: RunContext) -> None:
+        steps, work = ctx.prepared
+        out = ctx.flat_out[0]
+        ins = ctx.flat_in
+        ins = [widen(ctx, x, work) for x in ins]
+        final = out if out.dtype == work else scratch(ctx, work, out.shape)
+        cur = ins[0]
+        for i, (pair, step, size) in enumerate(steps):
+            if step is None:
+                np.copyto(final, cur)
+                break
+            dst = final if i == len(steps) - 1 else scratch(ctx, work, (size,))
+            other = ins[i + 1] if len(ins) > 1 else None
+            if pair:
+                step(ctx, cur, other, dst)
+            else:
+                step(cur, other, dst)
+            cur = dst
+        if final is not out:
+            np.copyto(out, final, casting="unsafe")
+

@@ -1,0 +1,648 @@
+"""graphrt's own transcendental functions, for exact-mode kernels.
+
+Every function here is built only from IEEE-754 operations that are correctly rounded (+ - * /,
+comparisons), conversions between float64 and int64, and exact scaling by powers of two
+(writing a double's exponent bits), evaluated in one fixed order, compiled without fast-math
+(so without FMA contraction). No libm, no numba math intrinsic: the bits are the same on every
+machine, math library and instruction set (tests/test_exactmath.py runs them on numba's
+generic x86-64 target too).
+
+The public functions (exp, expm1, log, log1p, tanh, sigmoid, erf, erfc, softplus, mish, gelu,
+gelu_tanh, swish, pow) take float32 or float64 scalars and return the argument's type. A
+float32 argument is computed in float64 and rounded once at the end, so float32 results are
+the correctly rounded value except when the exact value lies within about 2**-28 ulp of a
+rounding boundary (measured max error 0.5 float32 ulp plus 1e-7). Float64 accuracy, measured
+against mpmath over random and edge values (tests/test_exactmath.py holds the bounds): exp,
+expm1, log, log1p below 0.51 ulp; sigmoid, tanh, softplus, erf, gelu_tanh, swish about 1 ulp;
+erfc, gelu, mish, pow about 2 ulp (docs/exact-mode.md has the measured table). Subnormal
+results may be off by one subnormal ulp (their last scaling rounds a second time).
+
+Special values follow C99 Annex F (NaN in, NaN out; log(0) = -inf; log(x < 0) = NaN; exp(-inf)
+= 0; pow's table of ±0, ±1 and ±inf cases); where a formula would give inf * 0 the limit is
+returned instead: gelu, gelu_tanh, mish and swish of -inf are -0.
+
+Methods (all double arithmetic; "dd" = an unevaluated sum hi + lo of two doubles, made with
+Knuth's two-sum and Dekker's two-product, the latter with Veltkamp splitting since there is no
+FMA):
+- exp: x = (64 k + j) ln2/64 + r, |r| <= ln2/128, by Cody-Waite reduction whose first step is
+  exact; exp(r) - 1 by its Taylor polynomial to r**6 (truncation below 2**-64), 2**(j/64) from
+  a table of dd values; the sum and the final scaling by 2**k round once each.
+- log: x = 2**e m with m in [sqrt(1/2), sqrt(2)), F = m rounded to a multiple of 1/128, f = m - F
+  (exact), u = f / F with its exact remainder carried; log x = e ln2 + log F + log1p(u), log1p by
+  its Taylor polynomial to u**8 (|u| < 1/180), log F from a dd table, the big parts summed
+  exactly. log1p(x) is log(1 + x) with the rounding error of 1 + x carried as a low part.
+- expm1, tanh, sigmoid: from the exp parts in dd arithmetic, then one division done in dd.
+- erf, erfc: |x| < 1: x + x P(x*x); |x| >= 1: erfc = exp(-x*x) G(x), x*x split exactly, with
+  fitted polynomials P and G (mpmath.chebyfit, 60 digits: examples/exactmath_coefficients.py
+  prints them). erf = 1 - erfc there.
+- gelu(x) = x/2 erfc(-x/sqrt2) with x/sqrt2 in dd; gelu_tanh(x) = x sigmoid(2u) (the same as
+  x/2 (1 + tanh u)) with u = sqrt(2/pi) (x + 0.044715 x**3) in dd; mish(x) = x n/(n + 2) with
+  n = e (e + 2), e = exp(x) (tanh(log(1 + e)) rewritten without cancellation); softplus(x) =
+  max(x, 0) + log1p(exp(-|x|)); swish(x, a) = x sigmoid(a x) with a x in dd.
+- pow(x, y) = exp(y log|x|) with log|x| in dd and y log|x| by two-product; integer results
+  that are representable come out exactly (2**10, 3**3, x**2 for float32 x).
+
+The tables are computed when the module is imported, in exact integer arithmetic (no floats,
+no libm), and rounded to doubles by Python's correctly rounded int-to-float division.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+from numba import njit
+
+from .jit import Variants
+
+
+def _scalar(fn):
+    return njit(cache=True, nogil=True, fastmath=False, error_model="numpy")(fn)
+
+
+# ----------------------------------------------------------------------------- tables
+
+_P = 200        # bits of the fixed-point arithmetic below
+
+
+def _atanh2_fixed(num: int, den: int) -> int:
+    """2 atanh(num/den) * 2**_P, within a few units (|num/den| <= 1/3), integers only."""
+    sign = -1 if num < 0 else 1
+    z = (abs(num) << _P) // den
+    z2 = (z * z) >> _P
+    term, total, i = z, 0, 1
+    while term:
+        total += term // i
+        term = (term * z2) >> _P
+        i += 2
+    return sign * 2 * total
+
+
+def _as_float(v: int) -> float:
+    """The double nearest v * 2**-_P."""
+    return float(Fraction(v, 1 << _P))
+
+
+def _split_fixed(v: int, bits: int) -> tuple[float, float]:
+    """v * 2**-_P as hi + lo with hi a multiple of 2**-bits (so that small integer multiples
+    of hi and sums of such values are exact)."""
+    q = _P - bits
+    hi = (v + (1 << (q - 1))) >> q
+    return hi / (1 << bits), _as_float(v - (hi << q))
+
+
+def _tables():
+    ln2 = _atanh2_fixed(1, 3)
+    exp_hi, exp_lo = [], []
+    for j in range(64):     # 2**(j/64): six nested integer square roots of 2**(j + 64 _P)
+        t = 1 << (j + 64 * _P)
+        for _ in range(6):
+            t = math.isqrt(t)
+        exp_hi.append(_as_float(t))
+        exp_lo.append(_as_float(t - int(Fraction(exp_hi[-1]) * (1 << _P))))
+    log_hi, log_lo = [], []
+    for k in range(_LOG_K0, 183):   # log(k/128) = 2 atanh((k - 128) / (k + 128))
+        hi, lo = _split_fixed(_atanh2_fixed(k - 128, k + 128), 42)
+        log_hi.append(hi)
+        log_lo.append(lo)
+    c1, c2 = _split_fixed(ln2 >> 6, 42)       # ln2/64: 36 bits, n * c1 exact for |n| < 2**17
+    l1, l2 = _split_fixed(ln2, 42)            # ln2: 42 bits, e * l1 exact for |e| < 2**11
+    arr = np.array
+    return arr(exp_hi), arr(exp_lo), arr(log_hi), arr(log_lo), c1, c2, l1, l2, \
+        float(Fraction(64 << _P, ln2))
+
+
+_LOG_K0 = 90
+(_EXP_HI, _EXP_LO, _LOG_HI, _LOG_LO, _LN2_64_HI, _LN2_64_LO, _LN2_HI, _LN2_LO,
+ _INV_LN2_64) = _tables()
+
+
+def _dd(value: Fraction) -> tuple[float, float]:
+    hi = float(value)
+    return hi, float(value - Fraction(hi))
+
+
+_ROUND = 6755399441055744.0         # 1.5 * 2**52: (v + _ROUND) - _ROUND rounds v to an integer
+_SQRT2 = 1.4142135623730951
+_TWO54 = 18014398509481984.0
+_MIN_NORMAL = 2.2250738585072014e-308
+_MANT = (1 << 52) - 1
+_ONE_BITS = 1023 << 52
+_HIGH26 = -(1 << 27)                 # clears the 27 low bits of a double's significand
+_THIRD, _SIXTH, _SEVENTH = 1.0 / 3.0, 1.0 / 6.0, 1.0 / 7.0
+_C4, _C5, _C6 = 1.0 / 24.0, 1.0 / 120.0, 1.0 / 720.0
+# constants as dd pairs (from 50-digit decimal expansions)
+_RSQRT2_HI, _RSQRT2_LO = _dd(Fraction("0.70710678118654752440084436210484903928483593768847"))
+_TWO_RSQRTPI = 1.1283791670955126   # 2/sqrt(pi) (a correction term only)
+_K_HI, _K_LO = _dd(2 * Fraction("0.79788456080286535587989211986876373695171726232986"))
+_GELU_C_HI, _GELU_C_LO = _dd(Fraction("0.044715"))
+
+
+# erf(x)/x - 1 as a polynomial in x*x on [0, 1]; erfc(t) exp(t*t) on [1, 2] and [2, 4] as
+# polynomials in t - 1.5 and t - 3; t erfc(t) exp(t*t) on [4, 27.4] in w = 1/(t*t).
+# Highest power first; max fit error below 2e-19 (relative) for each.
+_ERF_SMALL = np.array([
+    5.957176147748911e-11, -1.1372848856791674e-09, 1.4659775274047436e-08,
+    -1.6350312701054695e-07, 1.6461000484121368e-06, -1.4925595266831182e-05,
+    0.0001205533111164271, -0.000854832698083379, 0.0052239776248180145,
+    -0.026866170645076792, 0.11283791670954879, -0.3761263890318375,
+    0.1283791670955126,
+])
+_ERFC_1_2 = np.array([
+    -3.4778531023839574e-09, 1.329844554951821e-08, -4.585146974854072e-08,
+    1.6708703859197203e-07, -5.961119446974675e-07, 2.067088490322641e-06,
+    -6.974987241686018e-06, 2.2864294807967016e-05, -7.265892257522832e-05,
+    0.00022330994586274217, -0.0006619300663930904, 0.0018861348769562312,
+    -0.005145957547985475, 0.013377340953068511, -0.032930905299562635,
+    0.07615103985547739, -0.16362291773256007, 0.3215854164543175,
+])
+_ERFC_2_4 = np.array([
+    -3.32463503923892e-13, 1.6647790649164353e-12, -6.555844952443731e-12,
+    3.165046186861128e-11, -1.539306000137148e-10, 7.206556491473509e-10,
+    -3.312780752600577e-09, 1.4977112890287265e-08, -6.646690382092543e-08,
+    2.8926692938101366e-07, -1.2333677143104898e-06, 5.146436493852072e-06,
+    -2.0989464462229973e-05, 8.355413963925958e-05, -0.00032412554449670324,
+    0.0012230390523759822, -0.00447943101837258, 0.01588437115987136,
+    -0.05437226000717287, 0.17900115118138996,
+])
+_ERFC_4_UP = np.array([
+    4494409219.87478, -2829060712.061628, 853385788.8418657,
+    -167016968.17603797, 24486495.50854524, -2987058.568383735,
+    333612.4937488197, -37245.37960694931, 4452.153450458183,
+    -595.3978286782768, 91.63386310712049, -16.66119883606932,
+    3.7024939918540407, -1.0578554685489245, 0.4231421876593345,
+    -0.2820947917738762, 0.5641895835477563,
+])
+
+
+# ----------------------------------------------------------------------------- building blocks
+
+@_scalar
+def _bits(x):
+    return np.float64(x).view(np.int64)
+
+
+@_scalar
+def _from_bits(b):
+    return np.int64(b).view(np.float64)
+
+
+@_scalar
+def _pow2(k):
+    """2**k for -1022 <= k <= 1023, exactly."""
+    return _from_bits((np.int64(k) + 1023) << 52)
+
+
+@_scalar
+def _scale(v, k):
+    """v * 2**k, rounded once (only a subnormal or overflowing result rounds)."""
+    if k > 1023:
+        return (v * _pow2(1023)) * _pow2(k - 1023)
+    if k < -1022:
+        return (v * _pow2(k + 600)) * _pow2(-600)
+    return v * _pow2(k)
+
+
+@_scalar
+def _two_sum(a, b):
+    """s + e = a + b exactly, s = fl(a + b) (Knuth)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+@_scalar
+def _fast_two_sum(a, b):
+    """s + e = a + b exactly when a is 0 or has an exponent at least b's (Dekker)."""
+    s = a + b
+    return s, b - (s - a)
+
+
+@_scalar
+def _split(a):
+    """a = hi + lo with 26 significant bits in hi (Veltkamp; |a| < 2**995)."""
+    c = 134217729.0 * a
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+@_scalar
+def _two_prod(a, b):
+    """p + e = a * b exactly, p = fl(a * b) (Dekker, without FMA)."""
+    p = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+@_scalar
+def _mul_dd(ah, al, bh, bl):
+    p, e = _two_prod(ah, bh)
+    return p, e + (ah * bl + al * bh)
+
+
+@_scalar
+def _div_dd(nh, nl, dh, dl):
+    """(nh + nl) / (dh + dl) rounded, the quotient's remainder computed exactly."""
+    q = nh / dh
+    ph, pl = _two_prod(q, dh)
+    r = (((nh - ph) - pl) + nl) - q * dl
+    return q + r / dh
+
+
+@_scalar
+def _horner(c, v):
+    r = c[0]
+    for i in range(1, c.size):
+        r = r * v + c[i]
+    return r
+
+
+# ----------------------------------------------------------------------------- exp and log
+
+@_scalar
+def _exp_parts(x, xlo):
+    """exp(x + xlo) = (hi + lo) * 2**k, hi in [0.99, 2); for -760 < x < 720, |xlo| < 1e-3."""
+    nf = (x * _INV_LN2_64 + _ROUND) - _ROUND
+    n = np.int64(nf)
+    r = (x - nf * _LN2_64_HI) + (xlo - nf * _LN2_64_LO)
+    p = r + r * r * (0.5 + r * (_SIXTH + r * (_C4 + r * (_C5 + r * _C6))))
+    j = n & 63
+    th = _EXP_HI[j]
+    hi, lo = _fast_two_sum(th, _EXP_LO[j] + th * p)
+    return hi, lo, n >> 6
+
+
+@_scalar
+def _exp_dd(x, xlo):
+    """exp(x + xlo) as hi + lo, for x <= 709 (tiny results lose their low part)."""
+    if x < -760.0:
+        return 0.0, 0.0
+    hi, lo, k = _exp_parts(x, xlo)
+    return _scale(hi, k), _scale(lo, k)
+
+
+@_scalar
+def _exp(x):
+    if not x > -760.0:
+        return x if x != x else 0.0
+    if x > 710.0:
+        return np.inf
+    hi, lo, k = _exp_parts(x, 0.0)
+    return _scale(hi + lo, k)
+
+
+@_scalar
+def _expm1(x):
+    if x != x:
+        return x
+    if x > 710.0:
+        return np.inf
+    if x < -40.0:
+        return -1.0
+    if abs(x) < 5.551115123125783e-17:     # 2**-54: expm1(x) rounds to x (keeps -0)
+        return x
+    hi, lo, k = _exp_parts(x, 0.0)
+    if k > 1000:
+        return _scale(hi + lo, k)
+    s = _pow2(k)
+    a, e = _two_sum(hi * s, -1.0)
+    return a + (e + lo * s)
+
+
+@_scalar
+def _log_parts(x, xlo):
+    """log(x + xlo) as hi + lo (hi = the rounded log), for finite x > 0, |xlo| <= ulp(x)."""
+    e = np.int64(0)
+    if x < _MIN_NORMAL:
+        x = x * _TWO54
+        xlo = xlo * _TWO54
+        e = np.int64(-54)
+    b = _bits(x)
+    ex = (b >> 52) - 1023
+    m = _from_bits((b & _MANT) | _ONE_BITS)
+    c = _scale(xlo, -ex)
+    e = e + ex
+    if m > _SQRT2:
+        m = m * 0.5
+        c = c * 0.5
+        e = e + 1
+    k = np.int64(m * 128.0 + 0.5)
+    big_f = np.float64(k) * 0.0078125
+    f = m - big_f
+    u = f / big_f
+    uh = _from_bits(_bits(u) & _HIGH26)         # uh * F and (u - uh) * F are exact
+    ul = u - uh
+    corr = (((f - uh * big_f) - ul * big_f) + c) / big_f
+    de = np.float64(e)
+    hi, err = _fast_two_sum(de * _LN2_HI + _LOG_HI[k - _LOG_K0], u)
+    poly = (u * u) * (-0.5 + u * (_THIRD + u * (-0.25 + u * (0.2 + u * (
+        -_SIXTH + u * (_SEVENTH + u * -0.125))))))
+    tail = err + (corr + (poly + (de * _LN2_LO + _LOG_LO[k - _LOG_K0])))
+    return _fast_two_sum(hi, tail)
+
+
+@_scalar
+def _log(x):
+    if not x > 0.0:
+        return -np.inf if x == 0.0 else np.nan      # NaN for NaN and x < 0
+    if x == np.inf:
+        return x
+    return _log_parts(x, 0.0)[0]
+
+
+@_scalar
+def _log1p(x):
+    if not x > -1.0:
+        return -np.inf if x == -1.0 else np.nan
+    if x == np.inf or abs(x) < 5.551115123125783e-17:
+        return x
+    u, c = _two_sum(1.0, x)
+    return _log_parts(u, c)[0]
+
+
+# ----------------------------------------------------------------------------- built on exp, log
+
+@_scalar
+def _sigmoid_dd(x, xlo):
+    """1 / (1 + exp(-(x + xlo)))."""
+    if x != x:
+        return x
+    if x >= 0.0:
+        eh, el = _exp_dd(-x, -xlo)
+        dh, dl = _two_sum(1.0, eh)
+        return _div_dd(1.0, 0.0, dh, dl + el)
+    eh, el = _exp_dd(x, xlo)
+    dh, dl = _two_sum(1.0, eh)
+    return _div_dd(eh, el, dh, dl + el)
+
+
+@_scalar
+def _tanh(x):
+    """(1 - E) / (1 + E) with E = exp(-2|x|), the sign of x; x itself below 2**-28."""
+    if x != x:
+        return x
+    a = abs(x)
+    if a < 3.725290298461914e-09:
+        return x
+    t = 1.0
+    if a < 22.0:
+        eh, el = _exp_dd(-2.0 * a, 0.0)
+        nh, nl = _two_sum(1.0, -eh)
+        dh, dl = _two_sum(1.0, eh)
+        t = _div_dd(nh, nl - el, dh, dl + el)
+    return t if x > 0.0 else -t
+
+
+@_scalar
+def _softplus(x):
+    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|))."""
+    if x != x or x > 40.0:
+        return x
+    if x < -40.0:
+        return _exp(x)          # log1p(e) = e (1 - e/2 ...) with e < 2**-57
+    eh, el = _exp_dd(-abs(x), 0.0)
+    u, c = _two_sum(1.0, eh)
+    lh, ll = _log_parts(u, c + el)
+    s, e = _two_sum(x if x > 0.0 else 0.0, lh)
+    return s + (e + ll)
+
+
+@_scalar
+def _mish(x):
+    """x tanh(log(1 + e)) = x n / (n + 2) with n = e (e + 2), e = exp(x)."""
+    if x != x or x > 20.0:
+        return x
+    if x < -760.0:
+        return -0.0
+    if x < -700.0:                      # n / (n + 2) = e to 2**-1000
+        hi, lo, k = _exp_parts(x, 0.0)
+        return _scale(x * hi + x * lo, k)
+    eh, el = _exp_dd(x, 0.0)
+    ah, al = _two_sum(eh, 2.0)
+    nh, nl = _mul_dd(eh, el, ah, al + el)
+    dh, dl = _two_sum(nh, 2.0)
+    return x * _div_dd(nh, nl, dh, dl + nl)
+
+
+@_scalar
+def _swish(x, alpha):
+    """x sigmoid(alpha x); the limit 0 (with x's sign) where the sigmoid is 0."""
+    ph, pl = _two_prod(alpha, x)
+    s = _sigmoid_dd(ph, pl)
+    if s == 0.0:
+        return -0.0 if x < 0.0 else 0.0
+    return x * s
+
+
+@_scalar
+def _erfc_tail(t, tlo):
+    """erfc(t + tlo) for t >= 1."""
+    if t > 27.4:
+        return 0.0
+    sh, sl = _two_prod(t, t)
+    hi, lo, k = _exp_parts(-sh, -(sl + 2.0 * t * tlo))
+    if t < 2.0:
+        g = _horner(_ERFC_1_2, t - 1.5)
+    elif t < 4.0:
+        g = _horner(_ERFC_2_4, t - 3.0)
+    else:
+        g = _horner(_ERFC_4_UP, 1.0 / sh) / t
+    return _scale(hi * g + lo * g, k)
+
+
+@_scalar
+def _erf(x):
+    if x != x:
+        return x
+    a = abs(x)
+    if a < 1.0:
+        return x + x * _horner(_ERF_SMALL, x * x)
+    r = 1.0
+    if a < 6.0:
+        r = 1.0 - _erfc_tail(a, 0.0)
+    return r if x > 0.0 else -r
+
+
+@_scalar
+def _erfc_dd(x, xlo):
+    """erfc(x + xlo)."""
+    if x != x:
+        return x
+    a = abs(x)
+    if a < 1.0:
+        z = x * x
+        q = x * _horner(_ERF_SMALL, z)
+        # erf(x + xlo) - erf(x) = xlo 2/sqrt(pi) exp(-z), exp(-z) to five terms (z < 1)
+        d = xlo * (_TWO_RSQRTPI * (1.0 - z * (1.0 - z * (0.5 - z * (_SIXTH - z * _C4)))))
+        s, e = _two_sum(1.0, -x)
+        return s + (e - (q + d))
+    if x > 0.0:
+        return _erfc_tail(a, xlo)
+    return 2.0 - _erfc_tail(a, -xlo)
+
+
+@_scalar
+def _gelu(x):
+    """x/2 erfc(-x/sqrt2) (= x/2 (1 + erf(x/sqrt2)) without its cancellation for x < 0)."""
+    if x == -np.inf:
+        return -0.0
+    th, tl = _two_prod(x, -_RSQRT2_HI)
+    return (0.5 * x) * _erfc_dd(th, tl - x * _RSQRT2_LO)
+
+
+@_scalar
+def _gelu_tanh(x):
+    """x/2 (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x**3)."""
+    if x != x or x > 10.0:
+        return x
+    if x < -25.0:
+        return -0.0
+    x2h, x2l = _two_prod(x, x)
+    x3h, x3l = _mul_dd(x2h, x2l, x, 0.0)
+    ch, cl = _mul_dd(_GELU_C_HI, _GELU_C_LO, x3h, x3l)
+    sh, sl = _two_sum(x, ch)
+    uh, ul = _mul_dd(_K_HI, _K_LO, sh, sl + cl)
+    return x * _sigmoid_dd(uh, ul)
+
+
+@_scalar
+def _int_kind(y):
+    """(y is an integer, y is an odd integer) for finite y."""
+    if abs(y) >= 9007199254740992.0:     # 2**53: every such double is an even integer
+        return True, False
+    n = np.int64(y)
+    if np.float64(n) != y:
+        return False, False
+    return True, (n & 1) == 1
+
+
+@_scalar
+def _pow(x, y):
+    """x**y by C99's rules; exp(y log|x|) with log|x| and the product in dd."""
+    if y == 0.0 or x == 1.0:
+        return 1.0
+    if x != x or y != y:
+        return x + y
+    is_int, odd = _int_kind(y) if abs(y) != np.inf else (True, False)
+    if x == 0.0:
+        if y < 0.0:
+            return 1.0 / x if odd else np.inf
+        return x if odd else 0.0
+    ax = abs(x)
+    if abs(y) == np.inf:
+        if ax == 1.0:
+            return 1.0
+        return 0.0 if (ax < 1.0) == (y > 0.0) else np.inf
+    if ax == np.inf:
+        r = np.inf if y > 0.0 else 0.0
+        return -r if x < 0.0 and odd else r
+    if x < 0.0 and not is_int:
+        return np.nan
+    lh, ll = _log_parts(ax, 0.0)
+    p = y * lh
+    if p > 710.0:
+        r = np.inf
+    elif p < -760.0:
+        r = 0.0
+    else:
+        ph, pl = _two_prod(y, lh)
+        hi, lo, k = _exp_parts(ph, pl + y * ll)
+        r = _scale(hi + lo, k)
+    return -r if x < 0.0 and odd else r
+
+
+# ----------------------------------------------------------------------------- public functions
+# float32 in, float32 out (computed in float64, rounded once); float64 in, float64 out.
+
+@_scalar
+def exp(x):
+    return type(x)(_exp(np.float64(x)))
+
+
+@_scalar
+def expm1(x):
+    return type(x)(_expm1(np.float64(x)))
+
+
+@_scalar
+def log(x):
+    return type(x)(_log(np.float64(x)))
+
+
+@_scalar
+def log1p(x):
+    return type(x)(_log1p(np.float64(x)))
+
+
+@_scalar
+def tanh(x):
+    return type(x)(_tanh(np.float64(x)))
+
+
+@_scalar
+def sigmoid(x):
+    return type(x)(_sigmoid_dd(np.float64(x), 0.0))
+
+
+@_scalar
+def erf(x):
+    return type(x)(_erf(np.float64(x)))
+
+
+@_scalar
+def erfc(x):
+    return type(x)(_erfc_dd(np.float64(x), 0.0))
+
+
+@_scalar
+def softplus(x):
+    return type(x)(_softplus(np.float64(x)))
+
+
+@_scalar
+def mish(x):
+    return type(x)(_mish(np.float64(x)))
+
+
+@_scalar
+def gelu(x):
+    return type(x)(_gelu(np.float64(x)))
+
+
+@_scalar
+def gelu_tanh(x):
+    return type(x)(_gelu_tanh(np.float64(x)))
+
+
+@_scalar
+def swish(x, alpha):
+    return type(x)(_swish(np.float64(x), np.float64(alpha)))
+
+
+@_scalar
+def pow(x, y):     # noqa: A001 (the operator's name)
+    return type(x)(_pow(np.float64(x), np.float64(y)))
+
+
+# ----------------------------------------------------------------------------- wiring
+
+class FastExact:
+    """Kernel variants whose fast forms come from one binding of a template and whose exact
+    forms from another (the exact one binds the scalar functions above instead of libm's)."""
+
+    __slots__ = ("fast", "exact")
+
+    def __init__(self, fast: Variants, exact: Variants):
+        self.fast = fast
+        self.exact = exact
+
+    def get(self, exact: bool, parallel: bool = False):
+        return (self.exact if exact else self.fast).get(exact, parallel)
+
+
+def exact_twin(helper, name: str, **deps):
+    """The exact variant of an njit scalar helper whose code branches on its module's global
+    ``EXACT`` (the helper as compiled, with EXACT = False, is the fast one). ``deps`` are the
+    exact functions it calls, bound again so that editing them renames the twin."""
+    return Variants(helper.py_func, name, **deps).get(True)

@@ -1,0 +1,75 @@
+"""LRN: local response normalisation across channels.
+
+    y[n, c, p] = x[n, c, p] / (bias + alpha / size * sum_{c'} x[n, c', p]^2) ^ beta
+
+over c' from c - floor((size - 1) / 2) to c + ceil((size - 1) / 2), clipped to the channels,
+summed in ascending order in the element type. One task per (image, channel) plane. Uses pow:
+not an exact-mode kernel. float16 is computed in float32.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import prange
+
+from .base import InferContext, OpKernel, RunContext
+from .broadcast import PARALLEL_MIN
+from .conv import FLOATS, Float16
+from .jit import Variants
+
+EXACT = False
+
+
+def _lrn(x, y, channels, inner, before, after, scale, bias, beta, planes):
+    zero = bias - bias
+    for t in prange(planes):
+        n = t // channels
+        c = t - n * channels
+        c0 = max(0, c - before)
+        c1 = min(channels, c + after + 1)
+        out = y[t * inner:(t + 1) * inner]
+        for j in range(inner):
+            s = zero
+            for k in range(c0, c1):
+                v = x[(n * channels + k) * inner + j]
+                s = s + v * v
+            out[j] = x[t * inner + j] / (bias + scale * s) ** beta
+
+
+_LRN = Variants(_lrn, "lrn", parallel=True)
+
+
+class LRN(OpKernel):
+    supports_exact = False
+
+    def __init__(self, node):
+        super().__init__(node)
+        size = node.attr("size")
+        if size is None or int(size) < 1:
+            node.fail(f"attribute 'size' must be a positive integer, got {size}")
+        self.size = int(size)
+        self.alpha = float(node.attr("alpha", 1e-4))
+        self.beta = float(node.attr("beta", 0.75))
+        self.bias = float(node.attr("bias", 1.0))
+
+    def infer(self, ctx: InferContext) -> None:
+        dt = ctx.check_dtype(0, FLOATS)
+        xs = tuple(ctx.shape(0))
+        if len(xs) < 2:
+            ctx.fail(f"X of shape {list(xs)} needs a batch and a channel axis")
+        ctx.set_output(0, dt, xs)
+        planes = xs[0] * xs[1]
+        wide = np.dtype(np.float32) if dt == np.float16 else dt
+        parallel = math.prod(xs) * self.size >= PARALLEL_MIN and planes > 1
+        ctx.prepared = (xs[1], math.prod(xs[2:]), planes, wide, _LRN.get(False, parallel))
+
+    def run(self, ctx: RunContext) -> None:
+        channels, inner, planes, wide, fn = ctx.prepared
+        if planes * inner == 0:
+            return
+        x = Float16.wide(ctx, ctx.flat_in[0])
+        y = Float16.out(ctx, ctx.flat_out[0])
+        fn(x, y, channels, inner, (self.size - 1) // 2, self.size // 2,
+           wide.type(self.alpha / self.size), wide.type(self.bias), wide.type(self.beta), planes)
+        Float16.narrow(ctx.flat_out[0], y)

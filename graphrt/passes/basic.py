@@ -1,0 +1,109 @@
+"""Bit-preserving clean-ups: constant folding, identity removal, transpose and reshape
+chains. Each changes where a value is computed, never how."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..graph import CompiledNode
+from ..kernels.generators import Dropout
+from ..kernels.layout import Transpose
+from ..kernels.views import Identity, Reshape
+from ..plan.build import evaluate_constant_node
+from .graph import PassGraph
+
+
+def fold_constants(pg: PassGraph) -> int:
+    """A node whose inputs are all constants is run once now (the same kernel, so the same
+    bits); its outputs become constants. Nodes with bodies or data-dependent or random
+    outputs are left."""
+    done = 0
+    for node in pg.live():
+        values = [pg.constant(i) for i in node.inputs]
+        if any(v is None for v, i in zip(values, node.inputs) if i >= 0):
+            continue
+        outs = evaluate_constant_node(node, values, pg.exact)
+        if outs is None:
+            continue
+        for o, v in zip(node.outputs, outs):
+            if o >= 0:
+                pg.set_constant(o, v)
+        pg.replace([node], [])
+        done += 1
+    return done
+
+
+def _is_inference_dropout(pg: PassGraph, node: CompiledNode, consumers) -> bool:
+    if not isinstance(node.kernel, Dropout):
+        return False
+    training = pg.constant(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] >= 0 else None
+    if len(node.inputs) > 2 and node.inputs[2] >= 0 and (training is None or bool(training)):
+        return False
+    mask_used = len(node.outputs) > 1 and node.outputs[1] >= 0 and \
+        (consumers.get(node.outputs[1]) or pg.is_output(node.outputs[1]))
+    return not mask_used
+
+
+def eliminate_identities(pg: PassGraph) -> int:
+    """x -> Identity -> y and inference Dropout: readers of y read x instead (# y = x)."""
+    done = 0
+    for node in pg.live():
+        consumers = pg.consumers()
+        if not (isinstance(node.kernel, Identity) or _is_inference_dropout(pg, node, consumers)):
+            continue
+        src, dst = node.inputs[0], node.outputs[0]
+        if pg.is_output(dst) or src < 0:
+            continue
+        pg.rewire(dst, src)
+        pg.replace([node], [])
+        done += 1
+    return done
+
+
+def collapse_transposes(pg: PassGraph) -> int:
+    """Transpose(p2) after Transpose(p1) -> Transpose(p1[p2]) when both perms are given."""
+    done = 0
+    changed = True
+    while changed:
+        changed = False
+        consumers = pg.consumers()
+        for first in pg.nodes:
+            if not isinstance(first.kernel, Transpose) or first.info.attr("perm") is None:
+                continue
+            second = pg.only_reader(first.outputs[0], consumers)
+            if second is None or not isinstance(second.kernel, Transpose) or second.info.attr("perm") is None:
+                continue
+            p1, p2 = first.info.attr("perm"), second.info.attr("perm")
+            if len(p1) != len(p2):
+                continue
+            perm = [p1[i] for i in p2]
+            kernel = pg.make_kernel(second.info, Transpose, {"perm": perm}, 1)
+            pg.replace([first, second], [CompiledNode(kernel.node, kernel, (first.inputs[0],), second.outputs)])
+            done += 1
+            changed = True
+            break
+    return done
+
+
+def collapse_reshapes(pg: PassGraph) -> int:
+    """Reshape(s2) after Reshape(s1) -> Reshape(s2) when s2 is a constant with no 0 (whose
+    meaning would depend on the intermediate shape)."""
+    done = 0
+    changed = True
+    while changed:
+        changed = False
+        consumers = pg.consumers()
+        for first in pg.nodes:
+            if not isinstance(first.kernel, Reshape):
+                continue
+            second = pg.only_reader(first.outputs[0], consumers)
+            if second is None or not isinstance(second.kernel, Reshape) or second.inputs[0] != first.outputs[0]:
+                continue
+            target = pg.constant(second.inputs[1])
+            if target is None or np.any(target == 0):
+                continue
+            pg.replace([first, second], [CompiledNode(second.info, second.kernel,
+                                                      (first.inputs[0], second.inputs[1]), second.outputs)])
+            done += 1
+            changed = True
+            break
+    return done

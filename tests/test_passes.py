@@ -1,0 +1,134 @@
+"""Graph passes: each fires on its pattern and not on a near miss, and the optimised graph
+gives the unoptimised graph's results (bits for bit-preserving passes)."""
+import numpy as np
+import onnx
+import pytest
+from onnx import helper
+
+import graphrt
+from graphrt.passes.table import ALL as PASSES
+
+from .models import F, const, make, tensor
+
+n = helper.make_node
+rng = np.random.default_rng(11)
+PRESERVES = {p.name: p.preserves_bits for p in PASSES}
+
+
+def r(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def scalar(name, v):
+    return const(name, np.array(v, np.float32))
+
+
+def case(name):
+    """(model, feeds) for each pass: 'hit' has the pattern, 'miss' nearly has it."""
+    x = tensor("x", F, [2, 3, 4])
+    y = tensor("y", F, None)
+    xv = {"x": r(2, 3, 4)}
+    if name == "fold_constants":
+        hit = make([n("Add", ["a", "b"], ["c"]), n("Mul", ["x", "c"], ["y"])], [x], [y],
+                   [const("a", r(4)), const("b", r(4))])
+        miss = make([n("Add", ["x", "a"], ["c"]), n("Mul", ["x", "c"], ["y"])], [x], [y], [const("a", r(4))])
+    elif name == "eliminate_identities":
+        hit = make([n("Identity", ["x"], ["i"]), n("Relu", ["i"], ["y"])], [x], [y])
+        miss = make([n("Relu", ["x"], ["i"]), n("Identity", ["i"], ["y"])], [x], [y])
+    elif name == "collapse_transposes":
+        hit = make([n("Transpose", ["x"], ["t"], perm=[1, 0, 2]), n("Transpose", ["t"], ["y"], perm=[0, 2, 1])],
+                   [x], [y])
+        miss = make([n("Transpose", ["x"], ["t"]), n("Transpose", ["t"], ["y"], perm=[0, 2, 1])], [x], [y])
+    elif name == "collapse_reshapes":
+        s1, s2 = const("s1", np.array([6, 4])), const("s2", np.array([2, 12]))
+        hit = make([n("Reshape", ["x", "s1"], ["t"]), n("Reshape", ["t", "s2"], ["u"]), n("Relu", ["u"], ["y"])],
+                   [x], [y], [s1, s2])
+        miss = make([n("Reshape", ["x", "s1"], ["t"]), n("Reshape", ["t", "s0"], ["u"]), n("Relu", ["u"], ["y"])],
+                    [x], [y], [s1, const("s0", np.array([0, 2, 2]))])
+    elif name == "fold_conv_batchnorm":
+        x = tensor("x", F, [1, 3, 8, 8])
+        xv = {"x": r(1, 3, 8, 8)}
+        bn = [const("sc", 1 + 0.1 * r(4)), const("bi", r(4)), const("mu", r(4)),
+              const("var", np.abs(r(4)) + 0.5)]
+        conv = [const("W", r(4, 3, 3, 3)), const("B", r(4))]
+        hit = make([n("Conv", ["x", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+                    n("BatchNormalization", ["c", "sc", "bi", "mu", "var"], ["y"])], [x], [y], conv + bn)
+        miss = make([n("Conv", ["x", "W", "B"], ["c"], pads=[1, 1, 1, 1]),
+                     n("BatchNormalization", ["c", "scale_in", "bi", "mu", "var"], ["y"])],
+                    [x, tensor("scale_in", F, [4])], [y], conv + bn[1:])
+        xv = dict(xv, scale_in=1 + 0.1 * r(4))
+    elif name == "recognize_gelu":
+        def gelu(one):
+            return make([n("Div", ["x", "s2"], ["d"]), n("Erf", ["d"], ["e"]), n("Add", ["e", "one"], ["a"]),
+                         n("Mul", ["x", "a"], ["m"]), n("Mul", ["m", "half"], ["y"])], [x], [y],
+                        [scalar("s2", np.sqrt(2)), scalar("one", one), scalar("half", 0.5)])
+        hit, miss = gelu(1.0), gelu(2.0)
+    elif name == "recognize_layernorm":
+        def ln(axes):
+            return make([n("ReduceMean", ["x"], ["m"], axes=axes), n("Sub", ["x", "m"], ["d"]),
+                         n("Pow", ["d", "two"], ["p"]), n("ReduceMean", ["p"], ["v"], axes=axes),
+                         n("Add", ["v", "eps"], ["ve"]), n("Sqrt", ["ve"], ["s"]), n("Div", ["d", "s"], ["nrm"]),
+                         n("Mul", ["nrm", "g"], ["ng"]), n("Add", ["ng", "b"], ["y"])], [x], [y],
+                        [scalar("two", 2.0), scalar("eps", 1e-5), const("g", r(4)), const("b", r(4))], opset=17)
+        hit, miss = ln([-1]), ln([1])
+    else:  # fuse_epilogues
+        hit = make([n("MatMul", ["x", "W"], ["m"]), n("Add", ["m", "B"], ["a"]), n("Relu", ["a"], ["y"])],
+                   [x], [y], [const("W", r(4, 5)), const("B", r(5))])
+        miss = make([n("MatMul", ["x", "W"], ["m"]), n("Add", ["m", "bias"], ["y"])],
+                    [x, tensor("bias", F, [5])], [y], [const("W", r(4, 5))])
+        xv = dict(xv, bias=r(5))
+    return hit, miss, xv
+
+
+def run(model, level, feeds, mode="fast"):
+    sess = graphrt.Session(model, graphrt.SessionOptions(optimization_level=level, mode=mode))
+    names = {i.name for i in sess.inputs}
+    return sess, sess.run(None, {k: v for k, v in feeds.items() if k in names})[0]
+
+
+@pytest.mark.parametrize("name", [p.name for p in PASSES])
+def test_pass_fires_on_pattern_and_keeps_results(name):
+    hit, miss, feeds = case(name)
+    _, base = run(hit, "none", feeds)
+    sess, got = run(hit, "all", feeds)
+    assert sess.pass_counts[name] >= 1, sess.pass_counts
+    if PRESERVES[name]:
+        assert np.array_equal(got.view(np.uint32), base.view(np.uint32))
+    else:
+        np.testing.assert_allclose(got, base, rtol=1e-5, atol=1e-5)
+    sess_m, got_m = run(miss, "all", feeds)
+    assert sess_m.pass_counts.get(name, 0) == 0, sess_m.pass_counts
+    np.testing.assert_allclose(got_m, run(miss, "none", feeds)[1], rtol=1e-5, atol=1e-5)
+
+
+def test_levels_and_exact_mode_skip_what_they_must():
+    hit, _, feeds = case("fold_conv_batchnorm")
+    none_exact = run(hit, "none", feeds, "exact")[1]
+    sess, all_exact = run(hit, "all", feeds, "exact")
+    assert "fold_conv_batchnorm" not in sess.pass_counts            # not bit-preserving
+    assert np.array_equal(all_exact.view(np.uint32), none_exact.view(np.uint32))
+    basic, _ = run(hit, "basic", feeds)
+    assert set(basic.pass_counts) == {p.name for p in PASSES if p.min_level.value == "basic"}
+    assert run(hit, "none", feeds)[0].pass_counts == {}
+
+
+def test_fused_node_keeps_the_model_node_name(tmp_path):
+    hit, _, feeds = case("fuse_epilogues")
+    sess, _ = run(hit, "all", feeds)
+    (node,) = sess._graph.nodes
+    assert node.info.op_type in {"Relu", "Add", "MatMul"}          # an operator of the model
+    path = tmp_path / "opt.onnx"
+    sess.save_optimized(str(path))
+    saved = onnx.load(str(path))
+    assert [(x.domain, x.op_type) for x in saved.graph.node] == [("graphrt", "FusedEpilogue")]
+    assert dict((a.name, a.s) for a in saved.graph.node[0].attribute)["stages"] == b"MatMul+Add+Relu"
+
+
+def test_saved_basic_graph_runs_elsewhere(tmp_path):
+    hit, _, feeds = case("collapse_transposes")
+    sess, got = run(hit, "basic", feeds)
+    path = tmp_path / "opt.onnx"
+    sess.save_optimized(str(path))
+    from onnx.reference import ReferenceEvaluator
+    assert [x.op_type for x in onnx.load(str(path)).graph.node] == ["Transpose"]
+    assert np.array_equal(ReferenceEvaluator(str(path)).run(None, feeds)[0], got)

@@ -14,6 +14,7 @@ peak, which sees numpy's allocations but not onnxruntime's. Prints a markdown ta
 from __future__ import annotations
 
 import argparse
+import ctypes
 import datetime
 import gc
 import math
@@ -133,6 +134,7 @@ class PeakMemory:
 
     def start(self):
         gc.collect()
+        _trim()
         if self.rss:
             with open("/proc/self/clear_refs", "w") as f:
                 f.write("5")
@@ -149,6 +151,15 @@ class PeakMemory:
         peak = tracemalloc.get_traced_memory()[1] - self.base
         tracemalloc.stop()
         return peak / 2**20
+
+
+def _trim() -> None:
+    """Give freed heap pages back (glibc), so that memory reused by the next session shows
+    up in the resident set again instead of hiding in the allocator's free lists."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def _status(key) -> int:

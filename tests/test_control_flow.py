@@ -195,13 +195,13 @@ def test_body_with_missing_operator_fails_the_model():
 
 
 def test_body_without_exact_kernel_fails_exact_mode():
-    then = graph([n("Softmax", ["x"], ["t"])], [], [tensor("t", F, [3])])
-    other = graph([n("Identity", ["x"], ["e"])], [], [tensor("e", F, [3])])
+    then = graph([n("LRN", ["x"], ["t"], size=3)], [], [tensor("t", F, [1, 3, 2, 2])])
+    other = graph([n("Identity", ["x"], ["e"])], [], [tensor("e", F, [1, 3, 2, 2])])
     model = make([n("If", ["c"], ["y"], then_branch=then, else_branch=other)],
-                 [tensor("x", F, [3]), tensor("c", B, [])], [tensor("y", F, [3])])
+                 [tensor("x", F, [1, 3, 2, 2]), tensor("c", B, [])], [tensor("y", F, [1, 3, 2, 2])])
     with pytest.raises(SessionError) as e:
         graphrt.Session(model, graphrt.SessionOptions(mode="exact"))
-    assert e.value.kind is ErrorKind.EXACT_MODE_UNAVAILABLE and "Softmax" in e.value.operators
+    assert e.value.kind is ErrorKind.EXACT_MODE_UNAVAILABLE and "LRN" in e.value.operators
 
 
 def test_wrong_sequence_input_is_invalid_input():
@@ -247,3 +247,19 @@ def test_model_exported_by_pytorch_with_if_and_loop(sign, trips):
     np.testing.assert_allclose(got, want, rtol=1e-6)
     if trips == 0:                         # no iteration: the branch's value comes through
         assert np.array_equal(got, x * 2 if sign > 0 else x - 1)
+
+
+def test_loop_with_no_iteration_hands_back_a_copy_of_its_input(monkeypatch):
+    """With zero iterations Loop returns its carried input: the planner may reuse that
+    input's slab block right after, so the output must not alias it (checked mode poisons
+    the block as soon as it dies)."""
+    monkeypatch.setenv("GRAPHRT_CHECKED", "1")
+    body = graph([n("Identity", ["cond_in"], ["c"]), n("Add", ["h", "h"], ["h2"])],
+                 [tensor("i", I64, []), tensor("cond_in", B, []), tensor("h", F, [4])],
+                 [tensor("c", B, []), tensor("h2", F, [4])])
+    model = make([n("Relu", ["x"], ["r"]), n("Loop", ["M", "", "r"], ["h"], body=body),
+                  n("Add", ["x", "x"], ["other"]), n("Add", ["h", "other"], ["y"])],
+                 [tensor("M", I64, []), tensor("x", F, [4])], [tensor("y", F, [4])])
+    x = np.array([1, -2, 3, -4], np.float32)
+    y = graphrt.Session(model).run(None, {"M": np.array(0, np.int64), "x": x})[0]
+    assert np.array_equal(y, np.maximum(x, 0) + 2 * x)

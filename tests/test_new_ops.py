@@ -11,7 +11,7 @@ from onnx.reference import ReferenceEvaluator
 import graphrt
 from graphrt import ErrorKind, SessionError, SessionOptions
 
-from .models import const, make
+from .models import const, make, tensor
 
 NODE = "the_node"
 F32 = np.float32
@@ -117,22 +117,24 @@ def test_col2im_matches_reference(name):
 
 @pytest.mark.parametrize("dtype", [np.int32, np.float16, np.bool_])
 def test_col2im_types_and_constant_shapes(dtype):
-    x = (rand((2, 8, 6), F32, 3, -3) * 10).astype(dtype)
+    x = rand((2, 8, 6), F32, 3, -3)
+    x = x > 0.4 if dtype == np.bool_ else (x * 10).astype(dtype)
     inputs = {"x": x, "image_shape": np.array([3, 4], np.int64),
               "block_shape": np.array([2, 2], np.int64)}
-    inits = [const("image_shape", inputs["image_shape"]), const("block_shape", inputs["block_shape"])]
+    inits = [const(n, inputs[n]) for n in ("image_shape", "block_shape")]
     compare("Col2Im", inputs, [("y", dtype)], {}, opset=18, inits=inits, rtol=1e-3)
 
 
 def test_col2im_exact_matches_fast_and_empty():
-    inputs = {"x": rand((2, 9, 16)), "image_shape": np.array([6, 6], np.int64),
+    inputs = {"x": rand((2, 9, 9)), "image_shape": np.array([6, 6], np.int64),
               "block_shape": np.array([3, 3], np.int64)}
-    model = model_of("Col2Im", inputs, [("y", F32)], {"pads": [1, 1, 1, 1], "strides": [2, 2]},
-                     opset=18)
+    attrs = {"pads": [1, 1, 1, 1], "strides": [2, 2]}
+    model = model_of("Col2Im", inputs, [("y", F32)], attrs, opset=18)
     fast = graphrt.Session(model).run(None, inputs)[0]
     exact = graphrt.Session(model, EXACT).run(None, inputs)[0]
     np.testing.assert_array_equal(fast, exact)
-    inputs["x"] = np.zeros((0, 9, 16), F32)
+    inputs["x"] = np.zeros((0, 9, 9), F32)
+    model = model_of("Col2Im", inputs, [("y", F32)], attrs, opset=18)
     assert graphrt.Session(model).run(None, inputs)[0].shape == (0, 1, 6, 6)
 
 
@@ -241,8 +243,9 @@ def test_linear_attention_float16_scale_and_output_only():
 def test_linear_attention_exact_for_ungated_rules():
     inputs, attrs = linear_inputs("delta", past=True)
     model = model_of("LinearAttention", inputs, [("y", F32), ("state", F32)], attrs)
-    fast = graphrt.Session(model).run(None, inputs)
-    exact = graphrt.Session(model, EXACT).run(None, inputs)
+    feeds = feeds_of(model, inputs)
+    fast = graphrt.Session(model).run(None, feeds)
+    exact = graphrt.Session(model, EXACT).run(None, feeds)
     for f, e in zip(fast, exact):
         np.testing.assert_allclose(e, f, rtol=1e-5, atol=1e-6)
     inputs, attrs = linear_inputs("gated")
@@ -337,19 +340,16 @@ def test_flex_attention_errors():
 
 # ----------------------------------------------------------------------------- planner finding
 
-@pytest.mark.xfail(reason="a dynamic view (Unsqueeze with run-time axes) of a slab value does "
-                          "not extend the value's life (plan/build.py _layout); see the report")
 def test_dynamic_view_keeps_its_source_alive():
     # k2 = Unsqueeze(k, axes) with axes a graph input is a dynamic view of k's slab block;
-    # k's block must not be reused while k2 is still read.
+    # k's block must not be reused (here by a) while k2 is still read.
     n = helper.make_node
     nodes = [n("Neg", ["x"], ["k"]), n("Unsqueeze", ["k", "axes"], ["k2"]),
-             n("Abs", ["x"], ["a"]), n("Exp", ["a"], ["b"]), n("Mul", ["b", "k2"], ["y"])]
-    from .models import tensor
+             n("Add", ["x", "x"], ["a"]), n("Mul", ["a", "k2"], ["y"])]
     model = make(nodes, [tensor("x", TensorProto.FLOAT, [64]),
                          tensor("axes", TensorProto.INT64, [1])],
                  [tensor("y", TensorProto.FLOAT, None)], opset=17)
     x = rand((64,))
     got = graphrt.Session(model, SessionOptions(optimization_level="none")).run(
         None, {"x": x, "axes": np.array([0], np.int64)})[0]
-    np.testing.assert_allclose(got, (np.exp(np.abs(x)) * -x)[None], rtol=1e-6)
+    np.testing.assert_allclose(got, ((x + x) * -x)[None], rtol=1e-6)

@@ -10,9 +10,13 @@ Exact (compare and select, and single IEEE operations; no libm):
 - Softsign: x / (1 + |x|).
 - Shrink: x + bias if x < -lambd, x - bias if x > lambd, else 0. For integer inputs the
   arithmetic is in float64, truncated toward zero (the result wraps to the input type).
-Not exact (libm exp, log, tanh, erf): Sigmoid, Softplus (log(1 + exp(x))), Elu, Selu, Celu,
-Mish (x * tanh(softplus(x))), Swish (x * sigmoid(alpha * x)), Gelu (erf, or its tanh
-approximation).
+Exact with graphrt's own exp, expm1, log1p, tanh, erf (exactmath; libm in fast mode), each
+computed in float64 from the input and the attributes (themselves rounded to the input type)
+and rounded once: Sigmoid, Softplus (log(1 + exp(x))), Elu (alpha expm1(x) for x <= 0), Selu
+(gamma (alpha expm1(x)) for x <= 0, gamma x above), Celu (alpha expm1(x / alpha) for x <= 0),
+Mish (x tanh(softplus(x))), Swish (x sigmoid(alpha x)), Gelu (x/2 (1 + erf(x/sqrt2)), or
+x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3)))). Exact mode gives their limits at -inf (Gelu,
+Mish, Swish: -0) where the fast formulas make inf * 0 = NaN.
 """
 from __future__ import annotations
 
@@ -21,6 +25,8 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
+from . import exactmath as _xm
+from .exactmath import expm1 as _own_expm1, swish as _own_swish
 from .elementwise import unary_variants
 from .pointwise import FLOATS, Unary, scalar_op, unary_param_variants
 
@@ -135,12 +141,37 @@ def _gelu_tanh(x):
     return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
 
 
+@scalar_op
+def _elu_exact(x, alpha, _):
+    return x if x > 0 else alpha * _own_expm1(np.float64(x))
+
+
+@scalar_op
+def _selu_exact(x, alpha, gamma):
+    g = np.float64(gamma)
+    return g * x if x > 0 else g * (alpha * _own_expm1(np.float64(x)))
+
+
+@scalar_op
+def _celu_exact(x, alpha, _):
+    return x if x > 0 else alpha * _own_expm1(np.float64(x) / alpha)
+
+
+@scalar_op
+def _swish_exact(x, alpha, _):
+    return _own_swish(x, alpha)
+
+
+def _own_in_exact(libm, own, name: str, param: bool = False) -> _xm.FastExact:
+    return _xm.FastExact.of(unary_param_variants if param else unary_variants, libm, own, name)
+
+
 _RELU_FLOAT = unary_variants(_relu_float, "relu_float")
 _RELU_INT = unary_variants(_relu_int, "relu_int")
 _SHRINK_FLOAT = unary_param_variants(_shrink_float, "shrink_float")
 _SHRINK_INT = unary_param_variants(_shrink_int, "shrink_int")
-_GELU = unary_variants(_gelu, "gelu")
-_GELU_TANH = unary_variants(_gelu_tanh, "gelu_tanh")
+_GELU = _own_in_exact(_gelu, _xm.gelu, "gelu")
+_GELU_TANH = _own_in_exact(_gelu_tanh, _xm.gelu_tanh, "gelu_tanh")
 
 
 class Relu(Unary):
@@ -212,39 +243,43 @@ class Shrink(_Activation):
         return super().params(ctx, dtype if dtype.kind == "f" else np.dtype(np.float64))
 
 
-class Sigmoid(_Activation):
-    VARIANTS = unary_variants(_sigmoid, "sigmoid")
+class _OwnInExact(_Activation):
+    supports_exact = True
 
 
-class Softplus(_Activation):
-    VARIANTS = unary_variants(_softplus, "softplus")
+class Sigmoid(_OwnInExact):
+    VARIANTS = _own_in_exact(_sigmoid, _xm.sigmoid, "sigmoid")
 
 
-class Mish(_Activation):
-    VARIANTS = unary_variants(_mish, "mish")
+class Softplus(_OwnInExact):
+    VARIANTS = _own_in_exact(_softplus, _xm.softplus, "softplus")
 
 
-class Elu(_Activation):
-    VARIANTS = unary_param_variants(_elu, "elu")
+class Mish(_OwnInExact):
+    VARIANTS = _own_in_exact(_mish, _xm.mish, "mish")
+
+
+class Elu(_OwnInExact):
+    VARIANTS = _own_in_exact(_elu, _elu_exact, "elu", param=True)
     DEFAULTS = (("alpha", 1.0),)
 
 
-class Selu(_Activation):
-    VARIANTS = unary_param_variants(_selu, "selu")
+class Selu(_OwnInExact):
+    VARIANTS = _own_in_exact(_selu, _selu_exact, "selu", param=True)
     DEFAULTS = (("alpha", 1.67326319217681884765625), ("gamma", 1.05070102214813232421875))
 
 
-class Celu(_Activation):
-    VARIANTS = unary_param_variants(_celu, "celu")
+class Celu(_OwnInExact):
+    VARIANTS = _own_in_exact(_celu, _celu_exact, "celu", param=True)
     DEFAULTS = (("alpha", 1.0),)
 
 
-class Swish(_Activation):
-    VARIANTS = unary_param_variants(_swish, "swish")
+class Swish(_OwnInExact):
+    VARIANTS = _own_in_exact(_swish, _swish_exact, "swish", param=True)
     DEFAULTS = (("alpha", 1.0),)
 
 
-class Gelu(_Activation):
+class Gelu(_OwnInExact):
     """approximate = "none" (erf) or "tanh"."""
 
     def __init__(self, node):

@@ -13,6 +13,7 @@ from numba import njit
 
 from .. import dtypes as _dt
 from .elementwise import binary_variants
+from .exactmath import FastExact, pow as _own_pow
 from .elementwise import prepare_binary
 from .pointwise import FLOATS, Binary
 
@@ -116,12 +117,32 @@ def _pow_int(x, y):
 
 
 @njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
-def _pow_int_float(x, y):
-    """float64 power truncated toward zero (NaN gives 0; clamped to int64's range first)."""
-    v = np.power(np.float64(x), np.float64(y))
+def _pow_f32_exact(x, y):
+    return _own_pow(x, np.float32(y))
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _pow_f64_exact(x, y):
+    return _own_pow(x, np.float64(y))
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _truncated(v):
+    """v truncated toward zero (NaN gives 0; clamped to int64's range first)."""
     if v != v:
         return 0
     return np.int64(max(-9.2e18, min(9.2e18, v)))
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _pow_int_float(x, y):
+    """float64 power truncated toward zero."""
+    return _truncated(np.power(np.float64(x), np.float64(y)))
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _pow_int_float_exact(x, y):
+    return _truncated(_own_pow(np.float64(x), np.float64(y)))
 
 
 @njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
@@ -177,10 +198,11 @@ def _shift_right(x, y):
     return x >> y
 
 
-_POW_F32 = binary_variants(_pow_f32, "pow_f32")
-_POW_F64 = binary_variants(_pow_f64, "pow_f64")
+_POW_F32 = FastExact.of(binary_variants, _pow_f32, _pow_f32_exact, "pow_f32")
+_POW_F64 = FastExact.of(binary_variants, _pow_f64, _pow_f64_exact, "pow_f64")
 _POW_INT = binary_variants(_pow_int, "pow_int")
-_POW_INT_FLOAT = binary_variants(_pow_int_float, "pow_int_float")
+_POW_INT_FLOAT = FastExact.of(binary_variants, _pow_int_float, _pow_int_float_exact,
+                              "pow_int_float")
 _MOD = {(True, False): binary_variants(_mod_float, "mod_float"),
         (True, True): binary_variants(_fmod_float, "fmod_float"),
         (False, False): binary_variants(_mod_int, "mod_int"),
@@ -198,7 +220,11 @@ class Pow(Binary):
     Float x: computed in x's type (float32 for float16) by libm pow, the exponent converted
     to that type. Integer x: an integer exponent gives exact wrap-around powers (negative
     exponents: 1 / x ** -y truncated, 0 for |x| > 1 and for x = 0); a float exponent is
-    computed in float64 and truncated toward zero."""
+    computed in float64 and truncated toward zero. Exact mode: graphrt's own pow (exactmath:
+    exp(y log|x|) in double-double, C99's special cases; float32 computed in float64 and
+    rounded once) in place of libm's."""
+
+    supports_exact = True
 
     def infer(self, ctx):
         dt = ctx.check_dtype(0, _POW_BASE)

@@ -382,7 +382,7 @@ class FlexAttention(OpKernel):
         p.pv = Product(ctx.exact, p.work, n_q, ev, n_k, bh * (n_q * n_k), kv * (n_k * ev),
                        (n_k, 1), (ev, 1))
         scale = self.scale if self.scale is not None else (1.0 / math.sqrt(e) if e else 1.0)
-        root = dt.type(math.sqrt(np.float32(scale)))
+        root = dt.type(np.sqrt(np.float32(scale)))        # Q and K are each scaled by it
         p.scale = p.qk_work.type(float(root) * float(root))
         size = batch * hq * n_q * n_k
         parallel = size >= PARALLEL_MIN

@@ -60,7 +60,9 @@ def _col2im(x, out, geo, kernel, blocks, image, tasks):
                 for d in range(nd - 1, -1, -1):
                     qk = rk // geo[d, 1]
                     ql = rl // geo[d, 5]
-                    p = (rl - ql * geo[d, 5]) * geo[d, 2] - geo[d, 3] + (rk - qk * geo[d, 1]) * geo[d, 4]
+                    at = rl - ql * geo[d, 5]        # block position along d
+                    off = rk - qk * geo[d, 1]       # kernel offset along d
+                    p = at * geo[d, 2] - geo[d, 3] + off * geo[d, 4]
                     if p < 0 or p >= geo[d, 0]:
                         inside = False
                         break

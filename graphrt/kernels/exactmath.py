@@ -32,7 +32,7 @@ FMA):
   its Taylor polynomial to u**8 (|u| < 1/180), log F from a dd table, the big parts summed
   exactly. log1p(x) is log(1 + x) with the rounding error of 1 + x carried as a low part.
 - expm1, tanh, sigmoid: from the exp parts in dd arithmetic, then one division done in dd.
-- erf, erfc: |x| < 1: x + x P(x*x); |x| >= 1: erfc = exp(-x*x) G(x), x*x split exactly, with
+- erf, erfc: |x| < 0.75: x + x P(x*x); else erfc = exp(-x*x) G(x), x*x split exactly, with
   fitted polynomials P and G (mpmath.chebyfit, 60 digits: examples/exactmath_coefficients.py
   prints them). erf = 1 - erfc there.
 - gelu(x) = x/2 erfc(-x/sqrt2) with x/sqrt2 in dd; gelu_tanh(x) = x sigmoid(2u) (the same as
@@ -138,23 +138,24 @@ _K_HI, _K_LO = _dd(2 * Fraction("0.797884560802865355879892119868763736951717262
 _GELU_C_HI, _GELU_C_LO = _dd(Fraction("0.044715"))
 
 
-# erf(x)/x - 1 as a polynomial in x*x on [0, 1]; erfc(t) exp(t*t) on [1, 2] and [2, 4] as
-# polynomials in t - 1.5 and t - 3; t erfc(t) exp(t*t) on [4, 27.4] in w = 1/(t*t).
-# Highest power first; max fit error below 2e-19 (relative) for each.
+# erf(x)/x - 1 as a polynomial in x*x on [0, 1]; erfc(t) exp(t*t) on [0.75, 2] and [2, 4] as
+# polynomials in t - 1.375 and t - 3; t erfc(t) exp(t*t) on [4, 28] in w = 1/(t*t).
+# Highest power first, the constant term as a pair hi, lo; max fit error below 2e-19 for each.
 _ERF_SMALL = np.array([
     5.957176147748911e-11, -1.1372848856791674e-09, 1.4659775274047436e-08,
     -1.6350312701054695e-07, 1.6461000484121368e-06, -1.4925595266831182e-05,
     0.0001205533111164271, -0.000854832698083379, 0.0052239776248180145,
     -0.026866170645076792, 0.11283791670954879, -0.3761263890318375,
-    0.1283791670955126,
+    0.1283791670955126, -1.2550489881249748e-17,
 ])
-_ERFC_1_2 = np.array([
-    -3.4778531023839574e-09, 1.329844554951821e-08, -4.585146974854072e-08,
-    1.6708703859197203e-07, -5.961119446974675e-07, 2.067088490322641e-06,
-    -6.974987241686018e-06, 2.2864294807967016e-05, -7.265892257522832e-05,
-    0.00022330994586274217, -0.0006619300663930904, 0.0018861348769562312,
-    -0.005145957547985475, 0.013377340953068511, -0.032930905299562635,
-    0.07615103985547739, -0.16362291773256007, 0.3215854164543175,
+_ERFC_HEAD = np.array([
+    -4.4094716222366495e-10, 1.7250681797307015e-09, -5.753817170681488e-09,
+    2.1471815132355912e-08, -7.905633220641513e-08, 2.8192600911581064e-07,
+    -9.803040632854283e-07, 3.320817953251276e-06, -1.0938169444927068e-05,
+    3.496502916202807e-05, -0.00010823683627870596, 0.0003236507758835364,
+    -0.0009320855811180141, 0.00257622077922757, -0.006804603105295571,
+    0.01708499160738958, -0.040503371223401106, 0.08986211864695719,
+    -0.18431546997466777, 0.3432958898621254, -1.1941507934101406e-17,
 ])
 _ERFC_2_4 = np.array([
     -3.32463503923892e-13, 1.6647790649164353e-12, -6.555844952443731e-12,
@@ -163,7 +164,7 @@ _ERFC_2_4 = np.array([
     2.8926692938101366e-07, -1.2333677143104898e-06, 5.146436493852072e-06,
     -2.0989464462229973e-05, 8.355413963925958e-05, -0.00032412554449670324,
     0.0012230390523759822, -0.00447943101837258, 0.01588437115987136,
-    -0.05437226000717287, 0.17900115118138996,
+    -0.05437226000717287, 0.17900115118138996, -5.552119524704471e-18,
 ])
 _ERFC_4_UP = np.array([
     4494409219.87478, -2829060712.061628, 853385788.8418657,
@@ -171,7 +172,7 @@ _ERFC_4_UP = np.array([
     333612.4937488197, -37245.37960694931, 4452.153450458183,
     -595.3978286782768, 91.63386310712049, -16.66119883606932,
     3.7024939918540407, -1.0578554685489245, 0.4231421876593345,
-    -0.2820947917738762, 0.5641895835477563,
+    -0.2820947917738762, 0.5641895835477563, 6.649999587775007e-18,
 ])
 
 
@@ -195,11 +196,12 @@ def _pow2(k):
 
 @_scalar
 def _scale(v, k):
-    """v * 2**k, rounded once (only a subnormal or overflowing result rounds)."""
+    """v * 2**k for 2**-60 < |v| < 4, rounded once (only a subnormal or overflowing result
+    rounds)."""
     if k > 1023:
-        return (v * _pow2(1023)) * _pow2(k - 1023)
+        return v * np.inf if k > 1100 else (v * _pow2(1023)) * _pow2(k - 1023)
     if k < -1022:
-        return (v * _pow2(k + 600)) * _pow2(-600)
+        return v * 0.0 if k < -1200 else (v * _pow2(k + 600)) * _pow2(-600)
     return v * _pow2(k)
 
 
@@ -243,33 +245,57 @@ def _mul_dd(ah, al, bh, bl):
 
 @_scalar
 def _div_dd(nh, nl, dh, dl):
-    """(nh + nl) / (dh + dl) rounded, the quotient's remainder computed exactly."""
+    """(nh + nl) / (dh + dl) as q + lo: q rounded, lo from the exact remainder."""
     q = nh / dh
     ph, pl = _two_prod(q, dh)
     r = (((nh - ph) - pl) + nl) - q * dl
-    return q + r / dh
+    return q, r / dh
 
 
 @_scalar
-def _horner(c, v):
+def _times_dd(x, h, lo):
+    """x (h + lo), rounded once; a zero result has the sign of x * h."""
+    if abs(x) == np.inf:
+        return x * h
+    ph, pl = _two_prod(x, h)
+    r = ph + (pl + x * lo)
+    return r if r != 0.0 else ph
+
+
+@_scalar
+def _horner_dd(c, v):
+    """The polynomial c at v (highest power first, the constant term as the pair c[-2],
+    c[-1]) as hi + lo: the last step, which carries the most weight, is done exactly."""
+    n = c.size
     r = c[0]
-    for i in range(1, c.size):
+    for i in range(1, n - 2):
         r = r * v + c[i]
-    return r
+    ph, pl = _two_prod(r, v)
+    s, e = _two_sum(c[n - 2], ph)
+    return s, e + (pl + c[n - 1])
 
 
 # ----------------------------------------------------------------------------- exp and log
 
 @_scalar
+def _expm1_small(r):
+    """exp(r) - 1 - r for |r| < 0.006 (Taylor to r**6)."""
+    return r * r * (0.5 + r * (_SIXTH + r * (_C4 + r * (_C5 + r * _C6))))
+
+
+@_scalar
 def _exp_parts(x, xlo):
-    """exp(x + xlo) = (hi + lo) * 2**k, hi in [0.99, 2); for -760 < x < 720, |xlo| < 1e-3."""
+    """exp(x + xlo) = (hi + lo) * 2**k, hi in [0.99, 2); for |x| < 1400, |xlo| < 1e-3."""
     nf = (x * _INV_LN2_64 + _ROUND) - _ROUND
     n = np.int64(nf)
-    r = (x - nf * _LN2_64_HI) + (xlo - nf * _LN2_64_LO)
-    p = r + r * r * (0.5 + r * (_SIXTH + r * (_C4 + r * (_C5 + r * _C6))))
+    rh = x - nf * _LN2_64_HI                   # exact
+    rl = xlo - nf * _LN2_64_LO
+    q = _expm1_small(rh + rl)
     j = n & 63
     th = _EXP_HI[j]
-    hi, lo = _fast_two_sum(th, _EXP_LO[j] + th * p)
+    ph, pl = _two_prod(th, rh)
+    s, e = _fast_two_sum(th, ph)
+    hi, lo = _fast_two_sum(s, e + (pl + (_EXP_LO[j] + th * (rl + q))))
     return hi, lo, n >> 6
 
 
@@ -300,8 +326,8 @@ def _expm1(x):
         return np.inf
     if x < -40.0:
         return -1.0
-    if abs(x) < 5.551115123125783e-17:     # 2**-54: expm1(x) rounds to x (keeps -0)
-        return x
+    if abs(x) < 0.005:      # the reduction would give r = x
+        return x + _expm1_small(x) if x != 0.0 else x
     hi, lo, k = _exp_parts(x, 0.0)
     if k > 1000:
         return _scale(hi + lo, k)
@@ -338,8 +364,12 @@ def _log_parts(x, xlo):
     hi, err = _fast_two_sum(de * _LN2_HI + _LOG_HI[k - _LOG_K0], u)
     poly = (u * u) * (-0.5 + u * (_THIRD + u * (-0.25 + u * (0.2 + u * (
         -_SIXTH + u * (_SEVENTH + u * -0.125))))))
-    tail = err + (corr + (poly + (de * _LN2_LO + _LOG_LO[k - _LOG_K0])))
-    return _fast_two_sum(hi, tail)
+    # log1p(u + corr) = log1p(u) + corr (1 - u) - corr**2 / 2 to 2**-100; the low parts are
+    # summed as a dd, since corr (xlo: log1p's rounding of 1 + x) can be near the result's ulp
+    small = (poly - corr * u - 0.5 * corr * corr) + (de * _LN2_LO + _LOG_LO[k - _LOG_K0])
+    t1, t2 = _two_sum(corr, small)
+    s, e1 = _fast_two_sum(hi, t1)
+    return _fast_two_sum(s, e1 + (err + t2))
 
 
 @_scalar
@@ -364,17 +394,24 @@ def _log1p(x):
 # ----------------------------------------------------------------------------- built on exp, log
 
 @_scalar
-def _sigmoid_dd(x, xlo):
-    """1 / (1 + exp(-(x + xlo)))."""
+def _sigmoid_parts(x, xlo):
+    """1 / (1 + exp(-(x + xlo))) = (h + lo) * 2**k: (h, lo, k)."""
+    k = np.int64(0)
     if x != x:
-        return x
+        return x, x, k
+    if x < -700.0:                      # e / (1 + e) = e to 2**-1000
+        if x < -1400.0:
+            return 0.0, 0.0, k
+        return _exp_parts(x, xlo)
     if x >= 0.0:
         eh, el = _exp_dd(-x, -xlo)
         dh, dl = _two_sum(1.0, eh)
-        return _div_dd(1.0, 0.0, dh, dl + el)
+        h, lo = _div_dd(1.0, 0.0, dh, dl + el)
+        return h, lo, k
     eh, el = _exp_dd(x, xlo)
     dh, dl = _two_sum(1.0, eh)
-    return _div_dd(eh, el, dh, dl + el)
+    h, lo = _div_dd(eh, el, dh, dl + el)
+    return h, lo, k
 
 
 @_scalar
@@ -390,7 +427,8 @@ def _tanh(x):
         eh, el = _exp_dd(-2.0 * a, 0.0)
         nh, nl = _two_sum(1.0, -eh)
         dh, dl = _two_sum(1.0, eh)
-        t = _div_dd(nh, nl - el, dh, dl + el)
+        qh, ql = _div_dd(nh, nl - el, dh, dl + el)
+        t = qh + ql
     return t if x > 0.0 else -t
 
 
@@ -402,6 +440,8 @@ def _softplus(x):
     if x < -40.0:
         return _exp(x)          # log1p(e) = e (1 - e/2 ...) with e < 2**-57
     eh, el = _exp_dd(-abs(x), 0.0)
+    if x < -18.0:               # e < 2**-25: log1p(e) = e - e**2/2 + e**3/3 to 2**-100
+        return eh + (el + eh * eh * (-0.5 + eh * _THIRD))
     u, c = _two_sum(1.0, eh)
     lh, ll = _log_parts(u, c + el)
     s, e = _two_sum(x if x > 0.0 else 0.0, lh)
@@ -417,69 +457,84 @@ def _mish(x):
         return -0.0
     if x < -700.0:                      # n / (n + 2) = e to 2**-1000
         hi, lo, k = _exp_parts(x, 0.0)
-        return _scale(x * hi + x * lo, k)
+        return _scale(_times_dd(x, hi, lo), k)
     eh, el = _exp_dd(x, 0.0)
     ah, al = _two_sum(eh, 2.0)
     nh, nl = _mul_dd(eh, el, ah, al + el)
     dh, dl = _two_sum(nh, 2.0)
-    return x * _div_dd(nh, nl, dh, dl + nl)
+    qh, ql = _div_dd(nh, nl, dh, dl + nl)
+    return _times_dd(x, qh, ql)
 
 
 @_scalar
 def _swish(x, alpha):
     """x sigmoid(alpha x); the limit 0 (with x's sign) where the sigmoid is 0."""
     ph, pl = _two_prod(alpha, x)
-    s = _sigmoid_dd(ph, pl)
-    if s == 0.0:
+    sh, sl, k = _sigmoid_parts(ph, pl)
+    if sh == 0.0:
         return -0.0 if x < 0.0 else 0.0
-    return x * s
+    return _scale(_times_dd(x, sh, sl), k)
 
 
 @_scalar
 def _erfc_tail(t, tlo):
-    """erfc(t + tlo) for t >= 1."""
-    if t > 27.4:
-        return 0.0
+    """erfc(t + tlo) = (vh + vl) * 2**k for t >= 0.75: (vh, vl, k). erfc = exp(-t*t) g(t)
+    with g' = 2 t g - 2/sqrt(pi) for the tlo correction; above 4, g = G(1/t**2) / t."""
+    if t > 28.0:
+        return 0.0, 0.0, np.int64(0)
     sh, sl = _two_prod(t, t)
     hi, lo, k = _exp_parts(-sh, -(sl + 2.0 * t * tlo))
-    if t < 2.0:
-        g = _horner(_ERFC_1_2, t - 1.5)
-    elif t < 4.0:
-        g = _horner(_ERFC_2_4, t - 3.0)
+    if t < 4.0:
+        if t < 2.0:
+            gh, gl = _horner_dd(_ERFC_HEAD, t - 1.375)
+        else:
+            gh, gl = _horner_dd(_ERFC_2_4, t - 3.0)
+        vh, vl = _two_prod(hi, gh)
+        vl = vl + ((hi * gl + lo * gh) + hi * (tlo * (2.0 * t * gh - _TWO_RSQRTPI)))
     else:
-        g = _horner(_ERFC_4_UP, 1.0 / sh) / t
-    return _scale(hi * g + lo * g, k)
+        gh, gl = _horner_dd(_ERFC_4_UP, 1.0 / sh)
+        vh, vl = _two_prod(hi, gh)
+        vh, vl = _div_dd(vh, vl + (hi * gl + lo * gh), t, tlo)
+    return vh, vl, k
 
 
 @_scalar
 def _erf(x):
-    if x != x:
+    if x != x or x == 0.0:
         return x
     a = abs(x)
-    if a < 1.0:
-        return x + x * _horner(_ERF_SMALL, x * x)
+    if a < 0.75:
+        ph, pl = _horner_dd(_ERF_SMALL, x * x)
+        qh, ql = _two_prod(x, ph)              # erf(x) = x + qh + ql + x pl
+        s, e = _two_sum(x, qh)
+        return s + (e + (ql + x * pl))
     r = 1.0
     if a < 6.0:
-        r = 1.0 - _erfc_tail(a, 0.0)
+        vh, vl, k = _erfc_tail(a, 0.0)
+        r = 1.0 - _scale(vh + vl, k)
     return r if x > 0.0 else -r
 
 
 @_scalar
-def _erfc_dd(x, xlo):
-    """erfc(x + xlo)."""
+def _erfc_parts(x, xlo):
+    """erfc(x + xlo) = (vh + vl) * 2**k: (vh, vl, k)."""
     if x != x:
-        return x
+        return x, x, np.int64(0)
     a = abs(x)
-    if a < 1.0:
+    if a < 0.75:
         z = x * x
-        q = x * _horner(_ERF_SMALL, z)
+        ph, pl = _horner_dd(_ERF_SMALL, z)
+        qh, ql = _two_prod(x, ph)
         # erf(x + xlo) - erf(x) = xlo 2/sqrt(pi) exp(-z), exp(-z) to five terms (z < 1)
         d = xlo * (_TWO_RSQRTPI * (1.0 - z * (1.0 - z * (0.5 - z * (_SIXTH - z * _C4)))))
         s, e = _two_sum(1.0, -x)
-        return s + (e - (q + d))
+        s, e2 = _two_sum(s, -qh)
+        return s, e2 + (e - ((ql + x * pl) + d)), np.int64(0)
     if x > 0.0:
         return _erfc_tail(a, xlo)
-    return 2.0 - _erfc_tail(a, -xlo)
+    vh, vl, k = _erfc_tail(a, -xlo)
+    s, e = _two_sum(2.0, -_scale(vh, k))
+    return s, e - _scale(vl, k), np.int64(0)
 
 
 @_scalar
@@ -488,7 +543,8 @@ def _gelu(x):
     if x == -np.inf:
         return -0.0
     th, tl = _two_prod(x, -_RSQRT2_HI)
-    return (0.5 * x) * _erfc_dd(th, tl - x * _RSQRT2_LO)
+    vh, vl, k = _erfc_parts(th, tl - x * _RSQRT2_LO)
+    return _scale(_times_dd(0.5 * x, vh, vl), k)
 
 
 @_scalar
@@ -503,7 +559,8 @@ def _gelu_tanh(x):
     ch, cl = _mul_dd(_GELU_C_HI, _GELU_C_LO, x3h, x3l)
     sh, sl = _two_sum(x, ch)
     uh, ul = _mul_dd(_K_HI, _K_LO, sh, sl + cl)
-    return x * _sigmoid_dd(uh, ul)
+    gh, gl, k = _sigmoid_parts(uh, ul)
+    return _scale(_times_dd(x, gh, gl), k)
 
 
 @_scalar
@@ -582,7 +639,8 @@ def tanh(x):
 
 @_scalar
 def sigmoid(x):
-    return type(x)(_sigmoid_dd(np.float64(x), 0.0))
+    h, lo, k = _sigmoid_parts(np.float64(x), 0.0)
+    return type(x)(_scale(h + lo, k))
 
 
 @_scalar
@@ -592,7 +650,8 @@ def erf(x):
 
 @_scalar
 def erfc(x):
-    return type(x)(_erfc_dd(np.float64(x), 0.0))
+    vh, vl, k = _erfc_parts(np.float64(x), 0.0)
+    return type(x)(_scale(vh + vl, k))
 
 
 @_scalar
@@ -639,6 +698,12 @@ class FastExact:
 
     def get(self, exact: bool, parallel: bool = False):
         return (self.exact if exact else self.fast).get(exact, parallel)
+
+    @classmethod
+    def of(cls, make, libm_op, own_op, name: str) -> "FastExact":
+        """``make(op, name)`` (e.g. elementwise.unary_variants) with the libm-calling scalar
+        function for the fast variants and graphrt's own for the exact ones."""
+        return cls(make(libm_op, name), make(own_op, name + "_exact"))
 
 
 def exact_twin(helper, name: str, **deps):

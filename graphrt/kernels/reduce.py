@@ -10,7 +10,10 @@ index ascending); the accumulator starts at the first element's MAP and is of th
 type (float32 for float32; float16 is computed in float32 and rounded once at the end).
 Work is split over output elements only. The fast variant may reassociate and contract;
 the exact one does neither and writes NaN results as the canonical quiet NaN.
-ReduceLogSumExp makes two passes: m = max, then log of the sum of exp(x - m), plus m.
+ReduceLogSumExp makes two passes: m = max, then log of the sum of exp(x - m), plus m: x - m
+in the accumulator type, exp rounded to it and summed in the order above, then m + log(s)
+with log rounded to the accumulator type. ReduceLogSum is log of the sum. Their exact
+variants use graphrt's own exp and log (exactmath), the fast ones libm's.
 
 Axes: an attribute before opset 13 (ReduceSum) or 18 (the others), then an optional
 input; absent or empty axes reduce everything, or nothing with noop_with_empty_axes
@@ -26,6 +29,7 @@ from numba import njit, prange
 from .. import dtypes as _dt
 from .base import InferContext, OpKernel, RunContext, scratch
 from .broadcast import BLOCK, PARALLEL_MIN
+from .exactmath import FastExact, exact_twin, exp as XEXP, log as XLOG
 from .jit import Variants
 
 EXACT = False
@@ -196,7 +200,8 @@ def _cols(x, acc, aux, out, ident, n_, kshape, kstride, rshape, rstride, count, 
                     src = x[off + k * rs:off + k * rs + w]
                     for j in range(w):
                         if m[j] - m[j] == 0:
-                            a[j] = a[j] + np.exp(src[j] - m[j])
+                            d = src[j] - m[j]
+                            a[j] = a[j] + (XEXP(d) if EXACT else np.exp(d))
         dst = out[o:o + w]
         for j in range(w):
             v = FINISH(a[j], n_, m[j])
@@ -226,7 +231,8 @@ def _exp_sum(x, base, rshape, rstride, router, m, a):
     for ro in range(router):
         off = base + offset_of(ro, rshape, rstride, nr - 1)
         for k in range(rin):
-            s = s + np.exp(x[off + k * rs] - m)
+            d = x[off + k * rs] - m
+            s = s + (XEXP(d) if EXACT else np.exp(d))
     return s
 
 
@@ -293,26 +299,37 @@ def _sqrt(a, n, m):
 
 @njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
 def _log(a, n, m):
-    return np.log(a)
+    return XLOG(a) if EXACT else np.log(a)
 
 
 @njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
 def _log_sum_exp(a, n, m):
     """m + log(sum exp(x - m)); an infinite or NaN maximum is the result itself."""
-    return m if m - m != 0 else m + np.log(a)
+    return m if m - m != 0 else m + (XLOG(a) if EXACT else np.log(a))
 
 
 class _Kernels:
-    """The compiled row and column walks of one member."""
+    """The compiled row and column walks of one member. ``exact``: the scalar parts the
+    exact variants bind instead (graphrt's own exp and log in place of libm's)."""
 
     __slots__ = ("rows", "cols", "two_pass")
 
-    def __init__(self, name, map_, combine, finish, two_pass=False):
+    def __init__(self, name, map_, combine, finish, two_pass=False, exact=None):
         consts = dict(MAP=map_, COMBINE=combine, FINISH=finish, TWO_PASS=two_pass,
                       SECOND=_exp_sum if two_pass else _no_second)
+        if two_pass:
+            consts["XEXP"] = XEXP
         self.two_pass = two_pass     # the column walk keeps each output's maximum in scratch
-        self.rows = Variants(_rows, name + "_rows", parallel=True, **consts)
-        self.cols = Variants(_cols, name + "_cols", parallel=True, **consts)
+        self.rows = _variants(_rows, name + "_rows", consts, exact)
+        self.cols = _variants(_cols, name + "_cols", consts, exact)
+
+
+def _variants(template, name, consts, exact):
+    fast = Variants(template, name, parallel=True, **consts)
+    if not exact:
+        return fast
+    return FastExact(fast, Variants(template, name + "_exact", parallel=True,
+                                    **dict(consts, **exact)))
 
 
 # ----------------------------------------------------------------------------- kernels
@@ -468,15 +485,20 @@ class ReduceSumSquare(_Reduce):
 
 
 class ReduceLogSum(_Reduce):
-    """log of the sum (libm log: not exact)."""
-    KERNELS = _Kernels("reduce_log_sum", _same, _add, _log)
+    """log of the sum."""
+    supports_exact = True
+    KERNELS = _Kernels("reduce_log_sum", _same, _add, _log,
+                       exact=dict(FINISH=exact_twin(_log, "reduce_log", XLOG=XLOG)))
     ALLOWED = _dt.FLOATS
     FLOAT_ACC_UNTIL = 28
 
 
 class ReduceLogSumExp(_Reduce):
-    """max m, then m + log(sum exp(x - m)) (libm exp and log: not exact)."""
-    KERNELS = _Kernels("reduce_lse", _same, _max, _log_sum_exp, two_pass=True)
+    """max m, then m + log(sum exp(x - m))."""
+    supports_exact = True
+    KERNELS = _Kernels("reduce_lse", _same, _max, _log_sum_exp, two_pass=True,
+                       exact=dict(FINISH=exact_twin(_log_sum_exp, "reduce_lse_log", XLOG=XLOG),
+                                  SECOND=exact_twin(_exp_sum, "reduce_exp_sum", XEXP=XEXP)))
     IDENTITY = staticmethod(lambda dt: -np.inf)
     ALLOWED = _dt.FLOATS
     FLOAT_ACC_UNTIL = 28

@@ -9,8 +9,12 @@ computed by one task, so the result does not depend on the thread count.
 - LogSoftmax: y_k = (x_k - m) - log s.
 - Hardmax: y_k = 1 at the first maximum (the first NaN, as numpy's argmax), 0 elsewhere.
 
-Softmax and LogSoftmax use libm's exp and log: not exact-mode kernels. Hardmax only
-compares: exact. float16 rows are computed in float32.
+Softmax and LogSoftmax use libm's exp and log in fast mode; their exact variants use
+graphrt's own (exactmath), in this order: d_k = x_k - m in the element type, e_k = exp(d_k)
+rounded to the element type, s = e_0 + e_1 + ... (k ascending, element-type accumulator),
+then Softmax y_k = e_k / s, LogSoftmax y_k = d_k - log(s) (log rounded to the element type);
+NaN results are the canonical NaN. Hardmax only compares: exact. float16 rows are computed
+in float32 and rounded once at the end.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from numba import njit, prange
 from .. import dtypes as _dt
 from .base import InferContext, OpKernel, RunContext
 from .broadcast import PARALLEL_MIN
+from .exactmath import FastExact, exp as _own_exp, log as _own_log
 from .jit import FAST_MATH, Variants
 from .reduce import run_wide
 
@@ -65,6 +70,31 @@ def _log_softmax_row(x, out):
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+def _softmax_row_exact(x, out):
+    m = _row_max(x)
+    for k in range(x.size):
+        out[k] = _own_exp(x[k] - m)
+    s = out[0]
+    for k in range(1, x.size):
+        s = s + out[k]
+    for k in range(x.size):
+        v = out[k] / s
+        out[k] = np.nan if v != v else v
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+def _log_softmax_row_exact(x, out):
+    m = _row_max(x)
+    s = _own_exp(x[0] - m)
+    for k in range(1, x.size):
+        s = s + _own_exp(x[k] - m)
+    ls = _own_log(s)
+    for k in range(x.size):
+        v = (x[k] - m) - ls
+        out[k] = np.nan if v != v else v
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
 def _hardmax_row(x, out):
     best = x[0]
     at = 0
@@ -89,13 +119,16 @@ def _rows(x, out, n, inner, tasks):
             ROW(x[base:last:inner], out[base:last:inner])
 
 
-_SOFTMAX = Variants(_rows, "softmax", parallel=True, ROW=_softmax_row)
-_LOG_SOFTMAX = Variants(_rows, "log_softmax", parallel=True, ROW=_log_softmax_row)
+_SOFTMAX = FastExact(Variants(_rows, "softmax", parallel=True, ROW=_softmax_row),
+                     Variants(_rows, "softmax_exact", parallel=True, ROW=_softmax_row_exact))
+_LOG_SOFTMAX = FastExact(
+    Variants(_rows, "log_softmax", parallel=True, ROW=_log_softmax_row),
+    Variants(_rows, "log_softmax_exact", parallel=True, ROW=_log_softmax_row_exact))
 _HARDMAX = Variants(_rows, "hardmax", parallel=True, ROW=_hardmax_row)
 
 
 class Softmax(OpKernel):
-    supports_exact = False
+    supports_exact = True
     in_place_input = True
     VARIANTS = _SOFTMAX
 

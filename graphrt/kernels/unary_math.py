@@ -4,8 +4,10 @@ Exact (IEEE operations or compare-and-select): Abs and Neg (the sign bit for flo
 wrap, so |int_min| = int_min), Sqrt (NaN for x < 0), Reciprocal (1/x as a float64 division
 rounded to the input type, which is the correctly rounded division), Floor, Ceil, Round (to
 nearest, halves to even), Sign (-1 or +1; ±0 and NaN give x itself), IsNaN, IsInf, Clip.
-The others call libm (exp, log, the trigonometric and hyperbolic functions and their
-inverses, tanh, erf): not exact-mode kernels.
+Exp, Log, Tanh, Erf: libm in fast mode; in exact mode graphrt's own functions (exactmath:
+float32 computed in float64 and rounded once, float16 from that float32 result).
+The others call libm (the trigonometric and hyperbolic functions and their inverses): not
+exact-mode kernels.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import math
 import numpy as np
 
 from .. import dtypes as _dt
+from . import exactmath as _xm
 from .elementwise import unary_variants
 from .pointwise import FLOAT8, FLOATS, Unary, scalar_op, unary_param_variants
 from .variadic import maximum, minimum
@@ -274,12 +277,22 @@ class _Libm(Unary):
     ALLOWED = _FLOATS
 
 
-class Exp(_Libm):
-    VARIANTS = unary_variants(_exp, "exp")
+class _OwnInExact(_Libm):
+    """libm in the fast variants, graphrt's own function in the exact ones."""
+
+    supports_exact = True
 
 
-class Log(_Libm):
-    VARIANTS = unary_variants(_log, "log")
+def _own_in_exact(libm, own, name: str) -> _xm.FastExact:
+    return _xm.FastExact.of(unary_variants, libm, own, name)
+
+
+class Exp(_OwnInExact):
+    VARIANTS = _own_in_exact(_exp, _xm.exp, "exp")
+
+
+class Log(_OwnInExact):
+    VARIANTS = _own_in_exact(_log, _xm.log, "log")
 
 
 class Sin(_Libm):
@@ -326,9 +339,9 @@ class Atanh(_Libm):
     VARIANTS = unary_variants(_atanh, "atanh")
 
 
-class Tanh(_Libm):
-    VARIANTS = unary_variants(_tanh, "tanh")
+class Tanh(_OwnInExact):
+    VARIANTS = _own_in_exact(_tanh, _xm.tanh, "tanh")
 
 
-class Erf(_Libm):
-    VARIANTS = unary_variants(_erf, "erf")
+class Erf(_OwnInExact):
+    VARIANTS = _own_in_exact(_erf, _xm.erf, "erf")

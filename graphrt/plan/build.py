@@ -220,19 +220,28 @@ def _layout(graph: CompiledGraph, facts, steps, early_free, extra_keep=()):
     reads = [[]]
     in_place = {}
     views = {}
+    # A dynamic step of a view kernel (e.g. Unsqueeze with run-time axes) makes its output
+    # as a view of its input (execute._run_dynamic): a read of that output is a read of the
+    # slab value it shows, so the value's block must live as long as the view is read.
+    shows = {}
     for st in steps:
         s = len(made)
-        made.append([o for o in st.node.outputs if in_slab(o)])
-        reads.append([i for i in st.node.inputs if in_slab(i)])
         ins, outs = st.node.inputs, st.node.outputs
+        src = [shows.get(i, i) for i in ins]
+        made.append([o for o in outs if in_slab(o)])
+        reads.append([i for i in src if in_slab(i)])
         if st.view:
             if in_slab(outs[0]):
                 views[outs[0]] = ins[0]
-        elif not st.dynamic and st.node.kernel.in_place_input and ins and in_slab(ins[0]) \
+        elif st.dynamic:
+            if st.node.kernel.view_of_input and ins and outs[0] >= 0 and in_slab(src[0]):
+                shows[outs[0]] = src[0]
+        elif st.node.kernel.in_place_input and ins and in_slab(ins[0]) \
                 and in_slab(outs[0]) and ins.count(ins[0]) == 1:
             in_place[s] = (outs[0], ins[0])
     static = [v for vs in made for v in vs]
-    keep = {v for v in list(graph.output_ids) + list(extra_keep) if in_slab(v)}
+    keep = {shows.get(v, v) for v in list(graph.output_ids) + list(extra_keep)}
+    keep = {v for v in keep if in_slab(v)}
     early = None
     if early_free is not None:
         early = graph.value_names.index(early_free)

@@ -32,7 +32,7 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
         if timings is not None:
             t0 = perf_counter()
         if st.dynamic:
-            _run_dynamic(st.node, values, state.arena, plan.graph.exact, cancel)
+            _run_dynamic(st.node, values, state.arena, plan.graph.exact, cancel, slab)
         elif not st.view:
             run_kernel(st.node, contexts[i])
         if timings is not None:
@@ -47,7 +47,7 @@ def release_dynamic(plan: ExecutionPlan, state: RunState) -> None:
         state.values[vid] = None
 
 
-def _run_dynamic(node, values, arena, exact: bool, cancel) -> None:
+def _run_dynamic(node, values, arena, exact: bool, cancel, slab) -> None:
     ins = [values[i] if i >= 0 else None for i in node.inputs]
     n_out = len(node.outputs)
     kernel = node.kernel
@@ -73,6 +73,12 @@ def _run_dynamic(node, values, arena, exact: bool, cancel) -> None:
         if o >= 0:
             if arr is None:
                 node.info.fail("the kernel produced no value for a used output")
+            if np.may_share_memory(arr, slab):
+                # an input handed back as an output (Loop with no iteration, ...): the planner
+                # may reuse that input's block after this step, so the output gets a copy
+                copy = arena.take(arr.dtype, arr.shape, node.info.name)
+                copy[...] = arr
+                arr = copy
             values[o] = arr
 
 

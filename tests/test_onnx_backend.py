@@ -24,8 +24,9 @@ def test_node_case(name):
     assert why is None, why
 
 
-def test_optimisation_levels_agree_over_the_node_cases():
-    """Every case that runs gives the same outputs at levels none, basic and all: the same
+def test_optimisation_levels_agree_over_the_backend_cases():
+    """Every case that runs (the light model zoo included) gives the same outputs at levels
+    none, basic and all: the same
     bits where only bit-preserving passes rewrote the graph, within the case's tolerance
     elsewhere."""
     import numpy as np
@@ -34,7 +35,7 @@ def test_optimisation_levels_agree_over_the_node_cases():
     from graphrt.passes.table import ALL as PASSES
     changes_bits = {p.name for p in PASSES if not p.preserves_bits}
     compared = 0
-    for name in sorted(conformance.node_cases()):
+    for name in sorted(CASES):             # node cases and the data folder's models
         if name in XFAIL:
             continue
         case = CASES[name]
@@ -43,7 +44,8 @@ def test_optimisation_levels_agree_over_the_node_cases():
         for level in ("none", "basic", "all"):
             sess = graphrt.Session(case.model, graphrt.SessionOptions(optimization_level=level))
             fed = {i.name for i in sess.inputs}
-            feeds = {n.name: conformance._array(v) for n, v in zip(case.model.graph.input, inputs) if n.name in fed}
+            names = [i.name for i in case.model.graph.input if i.name in fed]
+            feeds = {n: conformance._array(v) for n, v in zip(names, inputs)}
             results[level] = (sess.pass_counts, sess.run(None, feeds))
         base = results["none"][1]
         for level in ("basic", "all"):

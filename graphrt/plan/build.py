@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -38,7 +39,7 @@ class Fact:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize     # Python ints: no overflow
 
 
 @dataclass
@@ -108,6 +109,11 @@ def build_plan(graph: CompiledGraph, signature: tuple, early_free: str | None = 
             continue
         outs = [Fact(STATIC, d, s) if o >= 0 else Fact(STATIC, np.dtype(np.uint8), (0,))
                 for o, d, s in zip(node.outputs, ctx.out_dtypes, ctx.out_shapes)]
+        for f in outs:
+            if f.nbytes > MAX_SLAB:
+                raise SessionError(ErrorKind.UNSUPPORTED,
+                                   f"{node.info.op_type}: an output of shape {list(f.shape)} needs "
+                                   f"{f.nbytes} bytes, more than the 2 GiB limit", node.info.name)
         if kernel.view_of_input:
             src = ins[0]
             if outs[0].nbytes != src.nbytes or outs[0].dtype != src.dtype:

@@ -351,7 +351,8 @@ def geomeans(results) -> str:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.run",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true",
                     help=f"fewer runs and only {', '.join(QUICK)} (under 2 minutes)")
     ap.add_argument("--models", nargs="+", help="model names (default: all, or the quick set)")

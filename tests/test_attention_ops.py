@@ -4,51 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from onnx import helper
 from onnx.reference import ReferenceEvaluator
 
 import graphrt
 from graphrt import ErrorKind, SessionError, SessionOptions
 
-from .models import make
-
-NODE = "the_node"
-
-
-def model_of(op, inputs, outputs, attrs, opset):
-    """One node; ``inputs`` maps names to arrays (None: omitted), ``outputs`` lists names
-    ('' for an output not asked for) with their element types."""
-    node = helper.make_node(op, [n if x is not None else "" for n, x in inputs.items()],
-                            [n for n, _ in outputs], name=NODE, **attrs)
-    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
-           for n, x in inputs.items() if x is not None]
-    outs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.dtype(t)), None)
-            for n, t in outputs if n]
-    m = make([node], ins, outs, opset=opset)
-    m.ir_version = 10
-    return m
+from . import helpers
+from .helpers import model_of
 
 
-def compare(op, inputs, outputs, attrs=None, opset=23, rtol=1e-5, atol=1e-6, options=None):
-    model = model_of(op, inputs, outputs, attrs or {}, opset)
-    feeds = {n: x for n, x in inputs.items() if x is not None}
-    want = ReferenceEvaluator(model).run(None, feeds)
-    got = graphrt.Session(model, options).run(None, feeds)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
-        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
-                                   atol=atol)
-    return got
+def compare(op, inputs, outputs, attrs=None, opset=23, **kw):
+    return helpers.compare(op, inputs, outputs, attrs, opset, **kw)
 
 
 def error(kind, op, inputs, outputs, attrs=None, opset=23):
-    model = model_of(op, inputs, outputs, attrs or {}, opset)
-    with pytest.raises(SessionError) as info:
-        graphrt.Session(model).run(None, {n: x for n, x in inputs.items() if x is not None})
-    assert info.value.kind == kind, info.value
-    assert info.value.node == NODE
-    return str(info.value)
+    return helpers.error(kind, op, inputs, outputs, attrs, opset)
 
 
 def rand(shape, dtype=np.float32, seed=0):

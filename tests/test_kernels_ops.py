@@ -12,7 +12,7 @@ import numba  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from graphrt.errors import ErrorKind, SessionError  # noqa: E402
+from graphrt.errors import ErrorKind  # noqa: E402
 from graphrt.kernels.base import InferContext, NodeInfo, RunContext  # noqa: E402
 from graphrt.kernels.cast import Cast  # noqa: E402
 from graphrt.kernels.constants import Constant, Shape  # noqa: E402
@@ -21,8 +21,9 @@ from graphrt.kernels.matmul import Gemm, MatMul  # noqa: E402
 from graphrt.kernels.softmax import Softmax  # noqa: E402
 from graphrt.kernels.views import Flatten, Identity, Reshape, Squeeze, Unsqueeze  # noqa: E402
 
+from .helpers import NODE, expect_error, i64, rand  # noqa: E402
+
 CANONICAL_NAN32 = 0x7FC00000
-NODE = "the_node"
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -66,20 +67,6 @@ def view_shape(cls, x, extra=(), attrs=None, opset=13, unknown=()):
     return shape
 
 
-def expect_error(kind, fn, *args, match=None, **kw):
-    with pytest.raises(SessionError) as info:
-        fn(*args, **kw)
-    assert info.value.kind == kind, info.value
-    assert info.value.node == NODE
-    if match is not None:
-        assert match in str(info.value), str(info.value)
-    return info.value
-
-
-def i64(*v):
-    return np.array(v, dtype=np.int64)
-
-
 def bits(a):
     return np.asarray(a, dtype=np.float32).view(np.uint32)
 
@@ -92,10 +79,6 @@ def threads(n):
         yield
     finally:
         numba.set_num_threads(old)
-
-
-def rand(shape, dtype=np.float32, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
 
 
 def sequential_matmul(a, b):

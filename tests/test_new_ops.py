@@ -6,62 +6,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
-from onnx.reference import ReferenceEvaluator
 
 import graphrt
 from graphrt import ErrorKind, SessionError, SessionOptions
 
+from .helpers import EXACT, compare, error, feeds_of, model_of
 from .models import const, make, tensor
 
-NODE = "the_node"
 F32 = np.float32
 PREVIEW = "ai.onnx.preview"
-EXACT = SessionOptions(mode="exact")
-
-
-def model_of(op, inputs, outputs, attrs=None, opset=27, inits=(), domain=""):
-    """One node; ``inputs`` maps names to arrays (None: omitted), ``outputs`` lists names
-    ('' for an output not asked for) with their element types."""
-    node = helper.make_node(op, [n if x is not None else "" for n, x in inputs.items()],
-                            [n for n, _ in outputs], name=NODE, domain=domain, **(attrs or {}))
-    init_names = {t.name for t in inits}
-    ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(x.dtype), x.shape)
-           for n, x in inputs.items() if x is not None and n not in init_names]
-    outs = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(np.dtype(t)), None)
-            for n, t in outputs if n]
-    m = make([node], ins, outs, inits, opset=opset)
-    if domain:
-        m.opset_import.append(helper.make_opsetid(domain, 1))
-    m.ir_version = 10
-    return m
-
-
-def feeds_of(model, inputs):
-    fed = {i.name for i in model.graph.input}
-    return {n: x for n, x in inputs.items() if x is not None and n in fed}
-
-
-def compare(op, inputs, outputs, attrs=None, opset=27, rtol=1e-5, atol=1e-6, options=None,
-            inits=(), domain=""):
-    model = model_of(op, inputs, outputs, attrs, opset, inits, domain)
-    feeds = feeds_of(model, inputs)
-    want = ReferenceEvaluator(model).run(None, feeds)
-    got = graphrt.Session(model, options).run(None, feeds)
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
-        np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=rtol,
-                                   atol=atol)
-    return got
-
-
-def error(kind, op, inputs, outputs, attrs=None, opset=27, options=None, domain=""):
-    model = model_of(op, inputs, outputs, attrs, opset, domain=domain)
-    with pytest.raises(SessionError) as info:
-        graphrt.Session(model, options).run(None, feeds_of(model, inputs))
-    assert info.value.kind == kind, info.value
-    assert info.value.node == NODE
-    return str(info.value)
 
 
 def rand(shape, dtype=F32, seed=0, low=-1.0):

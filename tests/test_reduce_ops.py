@@ -10,12 +10,10 @@ from onnx import helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import graphrt
-from graphrt import ErrorKind, SessionError, SessionOptions
+from graphrt import ErrorKind, SessionOptions
 
+from .helpers import EXACT, NODE, expect_error, i64, rand
 from .models import make
-
-NODE = "the_node"
-EXACT = SessionOptions(mode="exact")
 
 
 def one_node(op, inputs, out_dtypes, attrs=None, opset=18, const=()):
@@ -56,25 +54,8 @@ def close(got, want, rtol=1e-5, atol=1e-6):
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol, atol)
 
 
-def rand(shape, dtype=np.float32, seed=0):
-    return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
-
-
-def expect_error(kind, fn, *args, match=None, **kw):
-    with pytest.raises(SessionError) as info:
-        fn(*args, **kw)
-    assert info.value.kind == kind, info.value
-    assert info.value.node == NODE
-    if match is not None:
-        assert match in str(info.value), str(info.value)
-
-
 def bits(a):
     return np.ascontiguousarray(a).view(np.uint8)
-
-
-def i64(*v):
-    return np.array(v, dtype=np.int64)
 
 
 # ----------------------------------------------------------------------------- Reduce*
@@ -259,6 +240,7 @@ def test_arg_reduce_nan_dtypes_and_errors():
         np.testing.assert_array_equal(am(v), [1])
     big = rand((300, 300), seed=8)
     np.testing.assert_array_equal(am(big), big.argmax(1))
+    assert am(np.zeros((2, 3, 0), np.float32)).shape == (2, 0)     # empty lines after the axis
     expect_error(ErrorKind.INVALID_INPUT, ours, "ArgMax", [np.zeros((2, 0), np.float32)],
                  {"axis": 1}, out_dtypes=[np.int64])
     expect_error(ErrorKind.INVALID_MODEL, ours, "ArgMax", [x], {"axis": 2},
@@ -287,6 +269,7 @@ def test_cumulative_dtypes_run_time_axis_and_errors():
     close(ours("CumSum", [h, np.array(0)], opset=14), np.cumsum(h).astype(np.float16))
     e = np.zeros((0, 3), np.float32)
     assert ours("CumSum", [e, np.array(0)], opset=14).shape == (0, 3)
+    assert ours("CumSum", [e.reshape(3, 0), np.array(0)], opset=14).shape == (3, 0)
     expect_error(ErrorKind.INVALID_INPUT, ours, "CumSum", [x, np.array(2)], opset=14)
     expect_error(ErrorKind.INVALID_MODEL, ours, "CumSum", [x, i64(0, 1)], opset=14,
                  match="scalar")

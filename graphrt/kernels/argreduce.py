@@ -15,7 +15,8 @@ from numba import njit, prange
 
 from .. import dtypes as _dt
 from .base import InferContext, OpKernel, RunContext
-from .broadcast import BLOCK, PARALLEL_MIN
+from .broadcast import BLOCK, PARALLEL_MIN, task_span
+from .gather import normalize_axis
 from .jit import Variants
 from .reduce import COLUMN_BLOCK, compute_dtype, run_wide, scratch
 
@@ -52,9 +53,8 @@ def _arg(x, out, best, n, inner, last, block, tasks):
     else:
         per_row = (inner + block - 1) // block
         for t in prange(tasks):
-            o = t // per_row
-            j0 = (t - o * per_row) * block
-            w = min(inner, j0 + block) - j0
+            o, j0, j1 = task_span(t, per_row, block, inner)
+            w = j1 - j0
             base = o * n * inner + j0
             bs = best[o * inner + j0:o * inner + j0 + w]
             at = out[o * inner + j0:o * inner + j0 + w]
@@ -74,6 +74,21 @@ def _arg(x, out, best, n, inner, last, block, tasks):
                     at[j] = k if take else at[j]
 
 
+def line_blocks(outer: int, n: int, inner: int, size: int) -> tuple:
+    """(block, tasks, parallel) for a kernel over ``outer * inner`` lines of ``n`` elements
+    ``inner`` apart, ``size`` elements in all: when inner = 1 a task takes ``block`` whole
+    lines (about BLOCK elements when parallel), else ``block`` neighbouring lines (at most
+    COLUMN_BLOCK) walked together."""
+    parallel = size >= PARALLEL_MIN
+    if inner == 1:
+        block = max(1, BLOCK // max(n, 1)) if parallel else max(outer, 1)
+        tasks = -(-outer // block)
+    else:
+        block = max(1, min(inner, COLUMN_BLOCK))       # inner = 0: no lines, no tasks
+        tasks = outer * -(-inner // block)
+    return block, tasks, parallel and tasks > 1
+
+
 _ARGMAX = Variants(_arg, "argmax", parallel=True, MAX=True)
 _ARGMIN = Variants(_arg, "argmin", parallel=True, MAX=False)
 
@@ -91,10 +106,7 @@ class _ArgReduce(OpKernel):
     def infer(self, ctx: InferContext) -> None:
         dt = ctx.check_dtype(0, _dt.NUMERIC)
         shape = tuple(ctx.shape(0))
-        r = len(shape)
-        if not -r <= self.axis < r:
-            ctx.fail(f"axis {self.axis} is out of range for rank {r}")
-        axis = self.axis + r if self.axis < 0 else self.axis
+        axis = normalize_axis(ctx, self.axis, len(shape))
         n = shape[axis]
         out_shape = list(shape)
         if self.keepdims:
@@ -105,17 +117,11 @@ class _ArgReduce(OpKernel):
             ctx.bad_input(f"axis {axis} of the input shape {list(shape)} is empty: "
                           "it has no extreme element")
         ctx.set_output(0, np.int64, out_shape)
-        nout = math.prod(out_shape)
         inner = math.prod(shape[axis + 1:])
-        parallel = nout * n >= PARALLEL_MIN
-        if inner == 1:
-            block = max(1, BLOCK // max(n, 1)) if parallel else max(nout, 1)
-            tasks = -(-nout // block)
-        else:
-            block = min(inner, COLUMN_BLOCK)
-            tasks = nout // inner * -(-inner // block)
+        block, tasks, parallel = line_blocks(math.prod(shape[:axis]), n, inner,
+                                             math.prod(shape))
         ctx.prepared = (n, inner, block, tasks, compute_dtype(dt),
-                        self.VARIANTS.get(ctx.exact, parallel and tasks > 1))
+                        self.VARIANTS.get(ctx.exact, parallel))
 
     def run(self, ctx: RunContext) -> None:
         n, inner, block, tasks, cdt, fn = ctx.prepared

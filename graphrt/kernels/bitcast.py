@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import dtypes as _dt
-from ..errors import ErrorKind
 from .base import InferContext, OpKernel, RunContext
+from .cast import target_type
 
 _NARROW = {"INT4": 4, "UINT4": 4, "FLOAT4E2M1": 4, "INT2": 2, "UINT2": 2}
 U8 = np.dtype(np.uint8)
@@ -27,15 +27,9 @@ class BitCast(OpKernel):
 
     def __init__(self, node):
         super().__init__(node)
-        code = node.attr("to")
-        if code is None:
-            node.fail("attribute 'to' is required")
-        if int(code) == 8:
+        self.target = target_type(node, "bitcast")
+        if self.target == object:
             node.fail("cannot bitcast to STRING")
-        try:
-            self.target = _dt.to_numpy(int(code))
-        except (KeyError, ValueError) as e:
-            node.fail(f"target type {_dt.name_of_code(int(code))}: {e}", ErrorKind.UNSUPPORTED)
 
     def infer(self, ctx: InferContext) -> None:
         dt = ctx.dtype(0)

@@ -13,11 +13,8 @@ thread count can be set (pthreads or serial build, the scipy wheels' case); othe
 ``available()`` is False and the kernels keep their own loops. ``GRAPHRT_BLAS=0`` turns it
 off (tests use that to force the numba path).
 
-Kernel choice: OpenBLAS picks its kernels from the CPU when the library loads, and the
-releases of 2025 take AMD's AVX-512 cores (Zen 4, Zen 5) for Haswell, at half the speed of
-their AVX-512 (SkylakeX) kernels there. When graphrt is the first to load scipy's BLAS on
-such a CPU and OPENBLAS_CORETYPE is not set, it sets it to SkylakeX for that load (and
-removes it again). ``corename()`` tells what the library runs; fast-mode bits depend on it.
+Kernel set: OpenBLAS picks its kernels from the CPU when the library loads, unless
+OPENBLAS_CORETYPE names them; ``corename()`` tells which it runs. Fast-mode bits depend on it.
 """
 from __future__ import annotations
 
@@ -52,16 +49,6 @@ def ptr(typingctx, arr, offset):
     return types.voidptr(arr, offset), codegen
 
 
-@intrinsic
-def slot(typingctx, value):
-    """A pointer to a stack copy of a scalar (BLAS takes alpha and beta by reference); valid
-    in the calling function."""
-    def codegen(context, builder, sig, args):
-        p = cgutils.alloca_once_value(builder, args[0])
-        return builder.bitcast(p, cgutils.voidptr_t)
-    return types.voidptr(value), codegen
-
-
 class _Pool:
     """One BLAS library's thread count: get() and set(n) through its C API."""
 
@@ -78,8 +65,8 @@ _POOLS: tuple = ()          # set by available(): enter/leave run only after it 
 
 
 def enter() -> None:
-    """Hold the BLAS at one thread until the matching leave() (about 1 us for the pair
-    when the pool was not at one thread)."""
+    """Hold the BLAS at one thread until the matching leave() (the pair costs about 2 us,
+    the two thread-count calls included when the pool was not at one thread)."""
     global _users, _saved
     with _lock:
         if _users == 0:
@@ -146,35 +133,13 @@ def _libs() -> list:
     home = os.path.dirname(os.path.abspath(scipy.__file__))
     # scipy wheels keep their OpenBLAS in scipy.libs (Linux, Windows) or scipy/.dylibs
     # (macOS); elsewhere scipy shares a system BLAS and all loaded ones are held.
-
-    def blas_libs():
-        libs = [lc for lc in ThreadpoolController().lib_controllers if lc.user_api == "blas"]
-        own = [lc for lc in libs if os.path.abspath(lc.filepath).startswith(home)]
-        return own or libs, bool(own)
-
-    with _lock:
-        _, loaded = blas_libs()
-        force = not loaded and "OPENBLAS_CORETYPE" not in os.environ and _amd_avx512()
-        if force:
-            os.environ["OPENBLAS_CORETYPE"] = "SkylakeX"
-        try:
-            import scipy.linalg.cython_blas  # noqa: F401  (loads the library)
-        except ImportError:
-            return []
-        finally:
-            if force:
-                del os.environ["OPENBLAS_CORETYPE"]
-        return blas_libs()[0]
-
-
-def _amd_avx512() -> bool:
     try:
-        import llvmlite.binding as ll
-        name, features = ll.get_host_cpu_name(), ll.get_host_cpu_features()
-    except Exception:
-        return False
-    return name.startswith("znver") and all(
-        features.get(f) for f in ("avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"))
+        import scipy.linalg.cython_blas  # noqa: F401  (loads the library)
+    except ImportError:
+        return []
+    libs = [lc for lc in ThreadpoolController().lib_controllers if lc.user_api == "blas"]
+    own = [lc for lc in libs if os.path.abspath(lc.filepath).startswith(home)]
+    return own or libs
 
 
 def _openblas_pool(lib):

@@ -44,7 +44,8 @@ from numba import njit, prange
 from .. import dtypes as _dt
 from ..errors import ErrorKind
 from .base import InferContext, OpKernel, RunContext
-from .broadcast import BLOCK, PARALLEL_MIN
+from .elementwise import unary_variants
+from .gather import blocks
 from .jit import Variants
 from .pointwise import scratch
 
@@ -53,30 +54,16 @@ GAP = None      # bound per variant: the sign-exact x - float32(x) for the sourc
 ROUND = None    # bound per variant: x as an int64 with the low bits of its rounding
 
 
-def _convert(x, out, block, tasks):
-    n = out.size
-    for t in prange(tasks):
-        j0 = t * block
-        w = min(n, j0 + block) - j0
-        src = x[j0:j0 + w]
-        dst = out[j0:j0 + w]
-        for j in range(w):
-            dst[j] = src[j]
-            if EXACT:
-                v = dst[j]
-                if v != v:
-                    dst[j] = np.nan
+@njit(cache=True, nogil=True, fastmath=False)
+def _same(v):
+    """v itself: the store into the output converts it (NaN stays NaN, so elementwise's
+    canonical-NaN check on v is the check on the converted value)."""
+    return v
 
 
-def _to_bool(x, out, block, tasks):
-    n = out.size
-    for t in prange(tasks):
-        j0 = t * block
-        w = min(n, j0 + block) - j0
-        src = x[j0:j0 + w]
-        dst = out[j0:j0 + w]
-        for j in range(w):
-            dst[j] = src[j] != 0
+@njit(cache=True, nogil=True, fastmath=False)
+def _nonzero(v):
+    return v != 0
 
 
 def _float_to_int(x, out, lo, hi, lo_v, hi_v, block, tasks):
@@ -100,8 +87,8 @@ def _float_to_int(x, out, lo, hi, lo_v, hi_v, block, tasks):
                 dst[j] = v
 
 
-_CONVERT = Variants(_convert, "cast", parallel=True)
-_TO_BOOL = Variants(_to_bool, "cast_bool", parallel=True)
+_CONVERT = unary_variants(_same, "cast")
+_TO_BOOL = unary_variants(_nonzero, "cast_bool")
 _FLOAT_TO_INT = Variants(_float_to_int, "cast_float_int", parallel=True)
 
 _NUMBA_FLOATS = frozenset(np.dtype(t) for t in (np.float32, np.float64))
@@ -262,6 +249,25 @@ def _gap_of(src):
     return _gap_float
 
 
+def target_type(node, verb: str, allowed=None) -> np.dtype:
+    """The element type named by the required attribute ``to`` (an ONNX type code): a model
+    error when it is missing or UNDEFINED, unsupported when graphrt has no dtype for it or
+    it is not in ``allowed``."""
+    code = node.attr("to")
+    if code is None:
+        node.fail("attribute 'to' is required")
+    code = int(code)
+    if code == 0:
+        node.fail("attribute 'to' is UNDEFINED")
+    try:
+        target = _dt.to_numpy(code)
+    except (KeyError, ValueError):
+        target = None
+    if target is None or (allowed is not None and target not in allowed):
+        node.fail(f"cannot {verb} to element type {_dt.name_of_code(code)}", ErrorKind.UNSUPPORTED)
+    return target
+
+
 class Cast(OpKernel):
     """y = x converted to the element type ``to`` (an ONNX type code)."""
 
@@ -269,21 +275,7 @@ class Cast(OpKernel):
 
     def __init__(self, node):
         super().__init__(node)
-        code = node.attr("to")
-        if code is None:
-            node.fail("attribute 'to' is required")
-        code = int(code)
-        try:
-            target = _dt.to_numpy(code)
-        except KeyError:
-            if code == 0:
-                node.fail("attribute 'to' is UNDEFINED")
-            node.fail(f"cannot cast to element type {_dt.name_of_code(code)}", ErrorKind.UNSUPPORTED)
-        except ValueError:
-            node.fail(f"cannot cast to element type {_dt.name_of_code(code)}", ErrorKind.UNSUPPORTED)
-        if target not in _SUPPORTED:
-            node.fail(f"cannot cast to element type {_dt.name_of_code(code)}", ErrorKind.UNSUPPORTED)
-        self.to = target
+        self.to = target_type(node, "cast", _SUPPORTED)
         self.saturate = node.opset < 19 or int(node.attr("saturate", 1)) != 0
         mode = node.attr("round_mode", "up") if node.opset >= 24 else "up"
         if mode not in _ROUND_MODES:
@@ -295,10 +287,7 @@ class Cast(OpKernel):
         dst = self.to
         shape = ctx.shape(0)
         ctx.set_output(0, dst, shape)
-        n = int(np.prod(shape, dtype=np.int64))
-        parallel = n >= PARALLEL_MIN
-        block = BLOCK if parallel else max(n, 1)
-        tasks = -(-n // block)
+        parallel, block, tasks = blocks(int(np.prod(shape, dtype=np.int64)))
         wide = None
         if src != dst:
             wide = _WIDE.get(src)

@@ -29,7 +29,7 @@ from numba import njit, prange
 
 from .. import dtypes as _dt
 from .base import InferContext, OpKernel, RunContext, scratch
-from .broadcast import PARALLEL_MIN
+from .broadcast import PARALLEL_MIN, put
 from .jit import Variants
 from .matmul import (_K, _M, _N, _A_SI, _A_SK, _B_SJ, _B_SK, _GEMM_PACKED, _MATMUL, MatMul,
                      _prepare)
@@ -161,10 +161,7 @@ def _contract(x0, x1, out, sizes, s0, s1, n_out, two, zero, tasks):
                 acc = acc + x0[a0] * x1[a1]
             else:
                 acc = acc + x0[a0]
-        if EXACT and acc != acc:
-            out[t] = np.nan
-        else:
-            out[t] = acc
+        put(out, t, acc, EXACT)
 
 
 _CONTRACT = Variants(_contract, "einsum_contract", parallel=True)
@@ -272,6 +269,29 @@ class _Generic:
                 self.two, out.dtype.type(0), self.tasks)
 
 
+def _matrix_layout(term, batch, rows, cols, extents, shape) -> tuple:
+    """How an operand labelled ``term`` is read as ``extents`` = (nb, r, c) stacked r x c
+    matrices over the labels batch, rows, cols: (element strides of a matrix, None) when
+    its labels come in that order or with rows and cols swapped; otherwise ((c, 1), the copy
+    (permutation, stacked shape, operand shape) that puts them in that order first)."""
+    nb, r, c = extents
+    if term == batch + rows + cols:
+        return (c, 1), None
+    if term == batch + cols + rows:
+        return (1, r), None
+    return (c, 1), ([term.index(x) for x in batch + rows + cols], extents, shape)
+
+
+def _in_order(ctx, dtype, copy, x):
+    """``x``, or its copy in arena scratch with its axes permuted as ``copy`` says."""
+    if copy is None:
+        return x
+    perm, stacked, src = copy
+    a = scratch(ctx, dtype, (math.prod(stacked),))
+    np.copyto(a.reshape([src[p] for p in perm]), x.reshape(src).transpose(perm))
+    return a
+
+
 class _PairProduct:
     """Two operands as a batched matrix product (see the module docstring)."""
 
@@ -282,21 +302,8 @@ class _PairProduct:
         ns = [c for c in labels if c in tb and c not in ta]
         ks = [c for c in ta if c in tb and c not in labels]
         nb, m, n, k = (math.prod(sizes[c] for c in g) for g in (batch, ms, ns, ks))
-        self.copy_a = self.copy_b = None
-        if ta == batch + ms + ks:
-            sa = (k, 1)
-        elif ta == batch + ks + ms:
-            sa = (1, m)
-        else:
-            self.copy_a = ([ta.index(c) for c in batch + ms + ks], (nb, m, k), shapes[0])
-            sa = (k, 1)
-        if tb == batch + ks + ns:
-            sb = (n, 1)
-        elif tb == batch + ns + ks:
-            sb = (1, k)
-        else:
-            self.copy_b = ([tb.index(c) for c in batch + ks + ns], (nb, k, n), shapes[1])
-            sb = (n, 1)
+        sa, self.copy_a = _matrix_layout(ta, batch, ms, ks, (nb, m, k), shapes[0])
+        sb, self.copy_b = _matrix_layout(tb, batch, ks, ns, (nb, k, n), shapes[1])
         made = batch + ms + ns
         self.reorder = None if made == list(labels) else (
             [sizes[c] for c in made], [made.index(c) for c in labels], (nb, m, n))
@@ -316,15 +323,8 @@ class _PairProduct:
         return all(c in labels or c in tb for c in ta) and all(c in labels or c in ta for c in tb)
 
     def __call__(self, ctx, x0, x1, out):
-        a, b = x0, x1
-        if self.copy_a is not None:
-            perm, shape, src = self.copy_a
-            a = scratch(ctx, self.dtype, (math.prod(shape),))
-            np.copyto(a.reshape([src[p] for p in perm]), x0.reshape(src).transpose(perm))
-        if self.copy_b is not None:
-            perm, shape, src = self.copy_b
-            b = scratch(ctx, self.dtype, (math.prod(shape),))
-            np.copyto(b.reshape([src[p] for p in perm]), x1.reshape(src).transpose(perm))
+        a = _in_order(ctx, self.dtype, self.copy_a, x0)
+        b = _in_order(ctx, self.dtype, self.copy_b, x1)
         if self.reorder is None:
             self.product(a, b, out)
             return

@@ -91,30 +91,32 @@ def _split_fixed(v: int, bits: int) -> tuple[float, float]:
     return hi / (1 << bits), _as_float(v - (hi << q))
 
 
-def _tables():
-    ln2 = _atanh2_fixed(1, 3)
-    exp_hi, exp_lo = [], []
-    for j in range(64):     # 2**(j/64): six nested integer square roots of 2**(j + 64 _P)
+def _exp_table() -> tuple[np.ndarray, np.ndarray]:
+    """2**(j/64) for j < 64 as hi + lo: six nested integer square roots of 2**(j + 64 _P)."""
+    hi, lo = [], []
+    for j in range(64):
         t = 1 << (j + 64 * _P)
         for _ in range(6):
             t = math.isqrt(t)
-        exp_hi.append(_as_float(t))
-        exp_lo.append(_as_float(t - int(Fraction(exp_hi[-1]) * (1 << _P))))
-    log_hi, log_lo = [], []
-    for k in range(_LOG_K0, 183):   # log(k/128) = 2 atanh((k - 128) / (k + 128))
-        hi, lo = _split_fixed(_atanh2_fixed(k - 128, k + 128), 42)
-        log_hi.append(hi)
-        log_lo.append(lo)
-    c1, c2 = _split_fixed(ln2 >> 6, 42)       # ln2/64: 36 bits, n * c1 exact for |n| < 2**17
-    l1, l2 = _split_fixed(ln2, 42)            # ln2: 42 bits, e * l1 exact for |e| < 2**11
-    arr = np.array
-    return arr(exp_hi), arr(exp_lo), arr(log_hi), arr(log_lo), c1, c2, l1, l2, \
-        float(Fraction(64 << _P, ln2))
+        hi.append(_as_float(t))
+        lo.append(_as_float(t - int(Fraction(hi[-1]) * (1 << _P))))
+    return np.array(hi), np.array(lo)
+
+
+def _log_table() -> tuple[np.ndarray, np.ndarray]:
+    """log(k/128) = 2 atanh((k - 128) / (k + 128)) for _LOG_K0 <= k <= 182, as hi + lo with
+    hi a multiple of 2**-42."""
+    pairs = [_split_fixed(_atanh2_fixed(k - 128, k + 128), 42) for k in range(_LOG_K0, 183)]
+    return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
 
 
 _LOG_K0 = 90
-(_EXP_HI, _EXP_LO, _LOG_HI, _LOG_LO, _LN2_64_HI, _LN2_64_LO, _LN2_HI, _LN2_LO,
- _INV_LN2_64) = _tables()
+_LN2_FIXED = _atanh2_fixed(1, 3)
+_EXP_HI, _EXP_LO = _exp_table()
+_LOG_HI, _LOG_LO = _log_table()
+_LN2_64_HI, _LN2_64_LO = _split_fixed(_LN2_FIXED >> 6, 42)    # 36 bits: n * hi exact, |n| < 2**17
+_LN2_HI, _LN2_LO = _split_fixed(_LN2_FIXED, 42)               # 42 bits: e * hi exact, |e| < 2**11
+_INV_LN2_64 = float(Fraction(64 << _P, _LN2_FIXED))
 
 
 def _dd(value: Fraction) -> tuple[float, float]:
@@ -196,8 +198,8 @@ def _pow2(k):
 
 @_scalar
 def _scale(v, k):
-    """v * 2**k for 2**-60 < |v| < 4, rounded once (only a subnormal or overflowing result
-    rounds)."""
+    """v * 2**k for |v| < 4 and integer k, in at most two exact steps and one rounding
+    (only a subnormal or overflowing result rounds)."""
     if k > 1023:
         return v * np.inf if k > 1100 else (v * _pow2(1023)) * _pow2(k - 1023)
     if k < -1022:

@@ -189,6 +189,17 @@ class Pad(OpKernel):
         ctx.prepared(ctx.flat_in[0], ctx.flat_out[0])
 
 
+def shape_input(ctx: InferContext, i: int):
+    """The extents listed by input ``i``, none negative; None when they are known only at
+    run time (the node is then inferred again with them)."""
+    target = ctx.int_list(i)
+    if target is None:
+        ctx.require_run_time_values()
+    elif any(d < 0 for d in target):
+        ctx.bad_input(f"shape {target} has a negative extent")
+    return target
+
+
 class Expand(OpKernel):
     """y = x broadcast with the shape input (numpy's rules, so the result may be larger than
     the shape asked for where x is)."""
@@ -197,12 +208,9 @@ class Expand(OpKernel):
 
     def infer(self, ctx: InferContext) -> None:
         dt, shape = ctx.dtype(0), tuple(ctx.shape(0))
-        target = ctx.int_list(1)
+        target = shape_input(ctx, 1)
         if target is None:
-            ctx.require_run_time_values()
             return
-        if any(d < 0 for d in target):
-            ctx.bad_input(f"shape {target} has a negative extent")
         out = broadcast_shape([shape, tuple(target)], ctx.bad_input)
         ctx.set_output(0, dt, out)
         ctx.prepared = Window(dt, out, element_strides(shape, out))

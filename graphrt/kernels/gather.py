@@ -21,7 +21,7 @@ from numpy.lib.stride_tricks import as_strided
 from .. import dtypes as _dt
 from ..errors import ErrorKind
 from .base import InferContext, OpKernel, RunContext
-from .broadcast import BLOCK, PARALLEL_MIN, Walk
+from .broadcast import BLOCK, PARALLEL_MIN, Walk, row_offset
 from .jit import Variants
 from .layout import _GATHER, _word
 
@@ -58,6 +58,14 @@ def normalize_axis(node, axis: int, rank: int, what: str = "axis") -> int:
     return axis + rank if axis < 0 else axis
 
 
+def data_and_indices(ctx: InferContext) -> tuple:
+    """(element type, shape) of the data (input 0) and the shape of the int32/int64
+    indices (input 1)."""
+    dt, shape = ctx.dtype(0), tuple(ctx.shape(0))
+    ctx.check_dtype(1, INDEX_TYPES, " (indices)")
+    return dt, shape, tuple(ctx.shape(1))
+
+
 def c_strides(shape) -> list[int]:
     """Element strides of a C-contiguous array of ``shape``."""
     out, step = [0] * len(shape), 1
@@ -72,18 +80,6 @@ def blocks(n: int):
     parallel = n >= PARALLEL_MIN
     block = BLOCK if parallel else max(n, 1)
     return parallel, block, -(-n // block)
-
-
-@njit(cache=True, nogil=True, fastmath=False)
-def row_offset(row, shape, sx):
-    """Offset of the start of C-order row ``row`` (all axes but the last) along ``sx``."""
-    off = 0
-    rem = np.int64(row)          # a prange index may arrive unsigned; keep integer arithmetic
-    for d in range(shape.size - 2, -1, -1):
-        q = rem // shape[d]
-        off += (rem - q * shape[d]) * sx[d]
-        rem = q
-    return off
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -167,9 +163,8 @@ class Take:
         self.fn(x.view(self.word), idx, out.view(self.word), self.n, self.inner, self.m, tasks)
 
 
-class Gather(OpKernel):
-    """y[i_0..i_{a-1}, j.., i_{a+1}..] = x[i_0..i_{a-1}, idx[j..], i_{a+1}..] along ``axis``
-    (default 0); negative indices count from the end of the axis."""
+class _AlongAxis(OpKernel):
+    """Shared: the ``axis`` attribute (default 0) the indices select along."""
 
     supports_exact = True
 
@@ -177,10 +172,13 @@ class Gather(OpKernel):
         super().__init__(node)
         self.axis = int(node.attr("axis", 0))
 
+
+class Gather(_AlongAxis):
+    """y[i_0..i_{a-1}, j.., i_{a+1}..] = x[i_0..i_{a-1}, idx[j..], i_{a+1}..] along ``axis``
+    (default 0); negative indices count from the end of the axis."""
+
     def infer(self, ctx: InferContext) -> None:
-        dt, shape = ctx.dtype(0), tuple(ctx.shape(0))
-        ctx.check_dtype(1, INDEX_TYPES, " (indices)")
-        ishape = tuple(ctx.shape(1))
+        dt, shape, ishape = data_and_indices(ctx)
         axis = normalize_axis(ctx, self.axis, len(shape))
         n = shape[axis]
         ctx.set_output(0, dt, shape[:axis] + ishape + shape[axis + 1:])
@@ -221,7 +219,8 @@ def _gather_elements(x, idx, out, shape, sx, n, step, tasks):
     inner = shape[r - 1]
     si = sx[r - 1]
     for row in prange(tasks):
-        base = row_offset(row, shape, sx)
+        # a prange index may arrive unsigned: keep row_offset's arithmetic in int64
+        base = row_offset(np.int64(row), shape, sx)
         for j in range(inner):
             k = idx[row * inner + j]
             if k < 0:
@@ -232,19 +231,11 @@ def _gather_elements(x, idx, out, shape, sx, n, step, tasks):
 _GATHER_ELEMENTS = Variants(_gather_elements, "gather_elements", parallel=True)
 
 
-class GatherElements(OpKernel):
+class GatherElements(_AlongAxis):
     """y[i] = x[i with i_axis replaced by idx[i]]; y has the shape of idx."""
 
-    supports_exact = True
-
-    def __init__(self, node):
-        super().__init__(node)
-        self.axis = int(node.attr("axis", 0))
-
     def infer(self, ctx: InferContext) -> None:
-        dt, shape = ctx.dtype(0), tuple(ctx.shape(0))
-        ctx.check_dtype(1, INDEX_TYPES, " (indices)")
-        ishape = tuple(ctx.shape(1))
+        dt, shape, ishape = data_and_indices(ctx)
         axis, wshape, sx, step, rows = elements_layout(ctx, self.axis, shape, ishape, "indices")
         ctx.set_output(0, dt, ishape)
         size = math.prod(ishape)
@@ -324,9 +315,7 @@ class GatherND(OpKernel):
         self.batch_dims = int(node.attr("batch_dims", 0))
 
     def infer(self, ctx: InferContext) -> None:
-        dt, shape = ctx.dtype(0), tuple(ctx.shape(0))
-        ctx.check_dtype(1, INDEX_TYPES, " (indices)")
-        ishape = tuple(ctx.shape(1))
+        dt, shape, ishape = data_and_indices(ctx)
         b = self.batch_dims
         k, lim, xs, batch, per_batch, bstride, inner = nd_layout(ctx, shape, ishape, b)
         ctx.set_output(0, dt, ishape[:-1] + shape[self.batch_dims + k:])

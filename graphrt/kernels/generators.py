@@ -18,6 +18,7 @@ from ..errors import ErrorKind
 from .base import InferContext, OpKernel, RunContext, scratch
 from .broadcast import PARALLEL_MIN
 from .cast import Cast
+from .expand import shape_input
 from .gather import Take, Window, blocks, c_strides, normalize_axis, word_of
 from .jit import Variants
 from .layout import _word
@@ -70,12 +71,9 @@ class ConstantOfShape(OpKernel):
         self.value = value.reshape(-1)[0:1].copy()
 
     def infer(self, ctx: InferContext) -> None:
-        target = ctx.int_list(0)
+        target = shape_input(ctx, 0)
         if target is None:
-            ctx.require_run_time_values()
             return
-        if any(d < 0 for d in target):
-            ctx.bad_input(f"shape {target} has a negative extent")
         ctx.set_output(0, self.value.dtype, target)
         ctx.prepared = Fill(self.value.dtype, self.value[0], math.prod(target))
 

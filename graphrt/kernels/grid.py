@@ -34,7 +34,7 @@ from numba import njit, prange
 from .. import dtypes as _dt
 from ..errors import ErrorKind
 from .base import InferContext, OpKernel, RunContext
-from .broadcast import PARALLEL_MIN
+from .broadcast import PARALLEL_MIN, put
 from .conv import FLOATS, Float16
 from .jit import Variants
 
@@ -158,10 +158,7 @@ def _grid_sample(x, grid, y, dims, c_, nd, npts, align, pad, mode, tasks):
                             acc_w = acc_w + ww[k] * x[base + iw[k]]
                     acc_h = acc_h + wh[b] * acc_w
                 acc = acc + wdd[a] * acc_h
-            if EXACT and acc != acc:
-                y[o] = np.nan
-            else:
-                y[o] = acc
+            put(y, o, acc, EXACT)
 
 
 _GRID_SAMPLE = Variants(_grid_sample, "gridsample", parallel=True)
@@ -231,10 +228,7 @@ def _affine(theta, base, out, n, pts, nd, tasks):
             for k in range(1, nd):
                 acc = acc + np.float64(theta[row + k]) * base[q * nd + k]
             acc = acc + np.float64(theta[row + nd])
-            if EXACT and acc != acc:
-                out[t * nd + r] = np.nan
-            else:
-                out[t * nd + r] = acc
+            put(out, t * nd + r, acc, EXACT)
 
 
 _AFFINE = Variants(_affine, "affinegrid", parallel=True)

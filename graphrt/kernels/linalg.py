@@ -16,7 +16,7 @@ from numba import prange
 
 from ..errors import ErrorKind
 from .base import InferContext, OpKernel, RunContext, scratch
-from .broadcast import PARALLEL_MIN
+from .broadcast import PARALLEL_MIN, put
 from .einsum import FLOATS, widen, work_type
 from .jit import Variants
 
@@ -54,10 +54,7 @@ def _det(x, work, out, n, one, tasks):
                 for j in range(k + 1, n):
                     g = f * a[k * n + j]
                     a[i * n + j] = a[i * n + j] - g
-        if EXACT and det != det:
-            out[t] = np.nan
-        else:
-            out[t] = det
+        put(out, t, det, EXACT)
 
 
 _DET = Variants(_det, "det", parallel=True)

@@ -25,7 +25,7 @@ from numba import njit, prange
 
 from ..errors import ErrorKind
 from .base import InferContext, OpKernel, RunContext, scratch
-from .broadcast import PARALLEL_MIN
+from .broadcast import PARALLEL_MIN, put
 from .einsum import FLOATS, widen, work_type
 from .jit import Variants
 
@@ -58,10 +58,7 @@ def _nll(x, target, weight, loss, classes, inner, ignore, has_ignore, has_weight
         v = -x[(n * classes + t) * inner + d]
         w = weight[t] if has_weight else 1
         v = v * w
-        if EXACT and v != v:
-            loss[e] = np.nan
-        else:
-            loss[e] = v
+        put(loss, e, v, EXACT)
         total += loss[e]
         wsum += w
     return total, wsum

@@ -46,6 +46,7 @@ from .broadcast import PARALLEL_MIN
 from .conv import scratch
 from .jit import Variants
 from .layout import _word
+from .views import unique_axes
 
 EXACT = False
 
@@ -273,15 +274,7 @@ class Resize(OpKernel):
     def _lengths(self, ctx, shape, scales, sizes):
         """Output lengths and scales of every axis, and the list of resized axes."""
         r = len(shape)
-        axes = list(range(r)) if self.axes is None else self.axes
-        norm = []
-        for a in axes:
-            if not -r <= a < r:
-                ctx.fail(f"axis {a} is out of range for rank {r}")
-            a = a + r if a < 0 else a
-            if a in norm:
-                ctx.fail(f"axis {a} is given twice in axes {self.axes}")
-            norm.append(a)
+        norm = unique_axes(ctx, list(range(r)) if self.axes is None else self.axes, r)
         if (scales is None) == (sizes is None):
             ctx.bad_input("exactly one of the scales and sizes inputs must be given (non-empty)")
         given = scales if scales is not None else sizes

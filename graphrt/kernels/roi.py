@@ -18,16 +18,31 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from ..errors import ErrorKind
 from .base import InferContext, OpKernel, RunContext
-from .broadcast import PARALLEL_MIN
+from .broadcast import PARALLEL_MIN, put
 from .conv import FLOATS, Float16
 from .jit import Variants
 
 EXACT = False
 MAX_EXTENT = float(1 << 24)
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _cell(p, n, zero):
+    """(i0, i1, weight of i1) of the two neighbours of sample position p (taken as 0 below
+    0) on an axis of n elements; from the last element on both are the last, weight 0."""
+    p = max(p, zero)
+    i0 = int(p)
+    if i0 >= n - 1:
+        i0 = n - 1
+        i1 = i0
+        p = zero + i0
+    else:
+        i1 = i0 + 1
+    return i0, i1, p - i0
 
 
 def _roi_align(x, rois, batch, y, c_, h_, w_, oh, ow, ratio, scale, offset, clamp, is_max,
@@ -63,24 +78,8 @@ def _roi_align(x, rois, batch, y, c_, h_, w_, oh, ow, ratio, scale, offset, clam
                         if yy < -1.0 or yy > h_ or xx < -1.0 or xx > w_:
                             v = zero
                         else:
-                            py = max(yy, zero)
-                            px = max(xx, zero)
-                            y0 = int(py)
-                            x0 = int(px)
-                            if y0 >= h_ - 1:
-                                y0 = h_ - 1
-                                y1 = y0
-                                py = zero + y0
-                            else:
-                                y1 = y0 + 1
-                            if x0 >= w_ - 1:
-                                x0 = w_ - 1
-                                x1 = x0
-                                px = zero + x0
-                            else:
-                                x1 = x0 + 1
-                            ly = py - y0
-                            lx = px - x0
+                            y0, y1, ly = _cell(yy, h_, zero)
+                            x0, x1, lx = _cell(xx, w_, zero)
                             hy = one - ly
                             hx = one - lx
                             v1 = hy * hx * x[xo + y0 * w_ + x0]
@@ -99,10 +98,7 @@ def _roi_align(x, rois, batch, y, c_, h_, w_, oh, ow, ratio, scale, offset, clam
                 if not is_max:
                     acc = acc / count
                 o = (t * oh + ph) * ow + pw
-                if EXACT and acc != acc:
-                    y[o] = np.nan
-                else:
-                    y[o] = acc
+                put(y, o, acc, EXACT)
 
 
 _ROI_ALIGN = Variants(_roi_align, "roialign", parallel=True)

@@ -11,12 +11,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
+from .argreduce import line_blocks
+from .arithmetic import _add, _mul
 from .base import InferContext, OpKernel, RunContext
-from .broadcast import BLOCK, PARALLEL_MIN
+from .broadcast import put, task_span
 from .jit import Variants
-from .reduce import COLUMN_BLOCK, compute_dtype, run_wide
+from .reduce import compute_dtype, run_wide
 
 EXACT = False
 OP = None
@@ -24,16 +26,6 @@ OP = None
 _ALLOWED = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int32,
                                           np.int64, np.uint32, np.uint64))
 _AXIS_TYPES = frozenset(np.dtype(t) for t in (np.int32, np.int64))
-
-
-@njit(cache=True, nogil=True, fastmath=False)
-def _add(a, v):
-    return a + v
-
-
-@njit(cache=True, nogil=True, fastmath=False)
-def _mul(a, v):
-    return a * v
 
 
 def _scan(x, out, ident, n, inner, exclusive, reverse, block, tasks):
@@ -51,19 +43,15 @@ def _scan(x, out, ident, n, inner, exclusive, reverse, block, tasks):
                     v = x[k]
                     if s > 0 and not exclusive:
                         acc = OP(acc, v)
-                    if EXACT and acc != acc:    # (an if, not a select: ints stay ints)
-                        out[k] = np.nan
-                    else:
-                        out[k] = acc
+                    put(out, k, acc, EXACT)
                     if exclusive:
                         acc = OP(acc, v)
                     k += step
         return
     per_row = (inner + block - 1) // block
     for t in prange(tasks):
-        o = t // per_row
-        j0 = (t - o * per_row) * block
-        w = min(inner, j0 + block) - j0
+        o, j0, j1 = task_span(t, per_row, block, inner)
+        w = j1 - j0
         base = o * n * inner + j0
         prev = 0
         for s in range(n):
@@ -76,21 +64,13 @@ def _scan(x, out, ident, n, inner, exclusive, reverse, block, tasks):
                 else:
                     src = x[base + k * inner:base + k * inner + w]
                     for j in range(w):
-                        v = src[j]
-                        if EXACT and v != v:
-                            dst[j] = np.nan
-                        else:
-                            dst[j] = v
+                        put(dst, j, src[j], EXACT)
             else:
                 before = out[base + prev * inner:base + prev * inner + w]
                 kk = prev if exclusive else k
                 src = x[base + kk * inner:base + kk * inner + w]
                 for j in range(w):
-                    v = OP(before[j], src[j])
-                    if EXACT and v != v:
-                        dst[j] = np.nan
-                    else:
-                        dst[j] = v
+                    put(dst, j, OP(before[j], src[j]), EXACT)
             prev = k
 
 
@@ -125,15 +105,10 @@ class _Scan(OpKernel):
         axis = axis + r if axis < 0 else axis
         ctx.set_output(0, dt, shape)
         n, inner = shape[axis], math.prod(shape[axis + 1:])
-        outer = math.prod(shape[:axis])
-        parallel = math.prod(shape) >= PARALLEL_MIN
-        if inner == 1:      # whole lines per task
-            block = max(1, BLOCK // max(n, 1)) if parallel else max(outer, 1)
-            tasks = -(-outer // block) if n else 0
-        else:
-            block = min(inner, COLUMN_BLOCK)
-            tasks = outer * -(-inner // block) if n else 0
-        parallel = parallel and tasks > 1
+        block, tasks, parallel = line_blocks(math.prod(shape[:axis]), n, inner,
+                                             math.prod(shape))
+        if not n:
+            tasks, parallel = 0, False
         ident = compute_dtype(dt).type(self.IDENTITY)
         ctx.prepared = (ident, n, inner, block, tasks, self.VARIANTS.get(ctx.exact, parallel))
 

@@ -21,8 +21,9 @@ from .. import dtypes as _dt
 from ..errors import ErrorKind
 from .arithmetic import _add, _mul
 from .base import InferContext, OpKernel, RunContext
-from .gather import (INDEX_TYPES, along, check_range, check_tuples, elements_layout,
-                     nd_layout, nd_offset, normalize_axis, row_offset, word_of)
+from .broadcast import put, row_offset
+from .gather import (along, check_range, check_tuples, data_and_indices, elements_layout,
+                     nd_layout, nd_offset, normalize_axis, word_of)
 from .jit import Variants
 from .variadic import maximum, minimum
 
@@ -49,22 +50,14 @@ def _scatter_elements(out, idx, upd, shape, sx, n, step, rows):
             if k < 0:
                 k += n
             p = base + j * si + k * step
-            v = OP(out[p], upd[row * inner + j])
-            if EXACT and v != v:
-                out[p] = np.nan
-            else:
-                out[p] = v
+            put(out, p, OP(out[p], upd[row * inner + j]), EXACT)
 
 
 def _scatter_nd(out, idx, upd, lim, xs, k, inner, tuples):
     for t in range(tuples):
         off = nd_offset(idx, t, k, lim, xs)
         for e in range(inner):
-            v = OP(out[off + e], upd[t * inner + e])
-            if EXACT and v != v:
-                out[off + e] = np.nan
-            else:
-                out[off + e] = v
+            put(out, off + e, OP(out[off + e], upd[t * inner + e]), EXACT)
 
 
 _ELEMENTS = {name: Variants(_scatter_elements, f"scatter_elements_{name}", OP=op)
@@ -113,9 +106,7 @@ class ScatterElements(_Scatter):
         self.axis = int(node.attr("axis", 0))
 
     def infer(self, ctx: InferContext) -> None:
-        shape = tuple(ctx.shape(0))
-        ctx.check_dtype(1, INDEX_TYPES, " (indices)")
-        ishape = tuple(ctx.shape(1))
+        _, shape, ishape = data_and_indices(ctx)
         if tuple(ctx.shape(2)) != ishape:
             ctx.fail(f"updates of shape {list(ctx.shape(2))} do not match indices of shape "
                      f"{list(ishape)}")

@@ -18,6 +18,7 @@ from .broadcast import PARALLEL_MIN
 from .expand import AxisMaps, pad_map, zero_of
 from .gather import Take, Window, c_strides, normalize_axis, word_of
 from .jit import Variants
+from .views import unique_axes
 
 EXACT = False
 
@@ -319,10 +320,7 @@ class CenterCropPad(OpKernel):
             ctx.require_run_time_values()
             return
         r = len(shape)
-        axes = list(range(r)) if self.axes is None else [
-            normalize_axis(ctx, a, r) for a in self.axes]
-        if len(set(axes)) != len(axes):             # e.g. 1 and -1 on a rank-2 input
-            ctx.fail(f"axes {self.axes} name an axis twice")
+        axes = list(range(r)) if self.axes is None else unique_axes(ctx, self.axes, r)
         if len(target) != len(axes):
             ctx.bad_input(f"shape {target} must list one extent for each of the {len(axes)} axes")
         maps = [np.arange(n, dtype=np.int64) for n in shape]

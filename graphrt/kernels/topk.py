@@ -19,6 +19,7 @@ from numba import njit, prange
 from .. import dtypes as _dt
 from .base import InferContext, OpKernel, RunContext
 from .broadcast import PARALLEL_MIN
+from .gather import normalize_axis
 from .jit import Variants
 from .reduce import run_wide, scratch
 
@@ -99,10 +100,7 @@ class TopK(OpKernel):
     def infer(self, ctx: InferContext) -> None:
         dt = ctx.check_dtype(0, _dt.NUMERIC)
         shape = tuple(ctx.shape(0))
-        r = len(shape)
-        if not -r <= self.axis < r:
-            ctx.fail(f"axis {self.axis} is out of range for rank {r}")
-        axis = self.axis + r if self.axis < 0 else self.axis
+        axis = normalize_axis(ctx, self.axis, len(shape))
         k = self.k
         if k is None:
             if ctx.dtype(1) != np.dtype(np.int64) or math.prod(ctx.shape(1)) != 1:

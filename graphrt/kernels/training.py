@@ -21,20 +21,14 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from .base import InferContext, OpKernel, RunContext
+from .broadcast import put
 from .jit import Variants
 from .reduce import scratch
 
 EXACT = False
 _FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
-
-
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
-def _put(out, i, v):
-    """out[i] = v, a NaN written as the canonical NaN (exact variants call it)."""
-    out[i] = np.nan if v != v else v
 
 
 def _momentum(x, g, v, xo, vo, c):
@@ -45,12 +39,8 @@ def _momentum(x, g, v, xo, vo, c):
         vn = c[1] * np.float64(v[i]) + c[2] * gr
         step = gr + c[1] * vn if c[4] else vn
         xn = xi - c[3] * step
-        if EXACT:
-            _put(xo, i, xn)
-            _put(vo, i, vn)
-        else:
-            xo[i] = xn
-            vo[i] = vn
+        put(xo, i, xn, EXACT)
+        put(vo, i, vn, EXACT)
 
 
 def _adagrad(x, g, h, xo, ho, c):
@@ -60,12 +50,8 @@ def _adagrad(x, g, h, xo, ho, c):
         gr = c[0] * xi + np.float64(g[i])
         hn = np.float64(h[i]) + gr * gr
         xn = xi - c[1] * gr / (np.sqrt(hn) + c[2])
-        if EXACT:
-            _put(xo, i, xn)
-            _put(ho, i, hn)
-        else:
-            xo[i] = xn
-            ho[i] = hn
+        put(xo, i, xn, EXACT)
+        put(ho, i, hn, EXACT)
 
 
 def _adam(x, g, v, h, xo, vo, ho, c):
@@ -76,14 +62,9 @@ def _adam(x, g, v, h, xo, vo, ho, c):
         vn = c[1] * np.float64(v[i]) + (1.0 - c[1]) * gr
         hn = c[2] * np.float64(h[i]) + (1.0 - c[2]) * (gr * gr)
         xn = c[5] * (xi - c[4] * (vn / (np.sqrt(hn) + c[3])))
-        if EXACT:
-            _put(xo, i, xn)
-            _put(vo, i, vn)
-            _put(ho, i, hn)
-        else:
-            xo[i] = xn
-            vo[i] = vn
-            ho[i] = hn
+        put(xo, i, xn, EXACT)
+        put(vo, i, vn, EXACT)
+        put(ho, i, hn, EXACT)
 
 
 def power(base: float, n: int) -> float:

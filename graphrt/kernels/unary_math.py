@@ -73,6 +73,13 @@ def _sqrt(x):
 
 
 @scalar_op
+def _sqrt_exact(x):
+    """The NaN of x < 0 as a constant: with plain np.sqrt, LLVM's vectorised code drops the
+    template's NaN rewrite (sqrt gives a NaN there anyway) and x86 writes -NaN."""
+    return np.sqrt(x) if x >= 0 else np.nan
+
+
+@scalar_op
 def _floor(x):
     return np.floor(x)
 
@@ -199,7 +206,7 @@ class Reciprocal(_Exact):
 
 class Sqrt(_Exact):
     ALLOWED = _FLOATS
-    VARIANTS = unary_variants(_sqrt, "sqrt")
+    VARIANTS = _xm.FastExact.of(unary_variants, _sqrt, _sqrt_exact, "sqrt")
 
 
 class Floor(_Exact):

@@ -16,7 +16,7 @@ class _View(OpKernel):
     view_of_input = True
 
 
-def _axes(ctx: InferContext, axes, rank: int, what: str = "axis") -> list[int]:
+def unique_axes(ctx: InferContext, axes, rank: int, what: str = "axis") -> list[int]:
     """``axes`` normalised to [0, rank); out of range or repeated axes fail."""
     out = []
     for a in axes:
@@ -99,15 +99,19 @@ class Flatten(_View):
         ctx.set_output(0, ctx.dtype(0), (math.prod(shape[:axis]), math.prod(shape[axis:])))
 
 
-class Squeeze(_View):
-    """The input without the listed unit axes (attribute before opset 13, input 1 from it);
-    no axes (or an empty list) removes every unit axis."""
+class _AxesView(_View):
+    """Shared: the axes, an attribute before opset 13 and input 1 from it."""
 
     def __init__(self, node):
         super().__init__(node)
         self.from_input = node.opset >= 13
         attr = node.attr("axes")
         self.axes = None if self.from_input or attr is None else [int(a) for a in attr]
+
+
+class Squeeze(_AxesView):
+    """The input without the listed unit axes (attribute before opset 13, input 1 from it);
+    no axes (or an empty list) removes every unit axis."""
 
     def infer(self, ctx: InferContext) -> None:
         shape = tuple(ctx.shape(0))
@@ -120,22 +124,16 @@ class Squeeze(_View):
         if not axes:                # absent or empty: every unit axis (as onnxruntime does)
             drop = [i for i, d in enumerate(shape) if d == 1]
         else:
-            drop = _axes(ctx, axes, len(shape))
+            drop = unique_axes(ctx, axes, len(shape))
             for a in drop:
                 if shape[a] != 1:
                     ctx.fail(f"cannot squeeze axis {a} of extent {shape[a]} in {list(shape)}")
         ctx.set_output(0, ctx.dtype(0), [d for i, d in enumerate(shape) if i not in drop])
 
 
-class Unsqueeze(_View):
+class Unsqueeze(_AxesView):
     """The input with unit axes inserted at the listed output positions (attribute before
     opset 13, input 1 from it); negative axes count from the end of the output."""
-
-    def __init__(self, node):
-        super().__init__(node)
-        self.from_input = node.opset >= 13
-        attr = node.attr("axes")
-        self.axes = None if self.from_input or attr is None else [int(a) for a in attr]
 
     def infer(self, ctx: InferContext) -> None:
         shape = tuple(ctx.shape(0))
@@ -150,6 +148,6 @@ class Unsqueeze(_View):
             if axes is None:
                 ctx.fail("attribute 'axes' is required")
         rank = len(shape) + len(axes)
-        insert = set(_axes(ctx, axes, rank))
+        insert = set(unique_axes(ctx, axes, rank))
         rest = iter(shape)
         ctx.set_output(0, ctx.dtype(0), [1 if i in insert else next(rest) for i in range(rank)])

@@ -59,51 +59,54 @@ def eliminate_identities(pg: PassGraph) -> int:
     return done
 
 
-def collapse_transposes(pg: PassGraph) -> int:
-    """Transpose(p2) after Transpose(p1) -> Transpose(p1[p2]) when both perms are given."""
+def _collapse_pairs(pg: PassGraph, kernel_type, merge) -> int:
+    """Until none is left: a node of ``kernel_type`` whose output only a second such node
+    reads is replaced, with that node, by ``merge(first, second)`` (None: left as they are)."""
     done = 0
     changed = True
     while changed:
         changed = False
         consumers = pg.consumers()
         for first in pg.nodes:
-            if not isinstance(first.kernel, Transpose) or first.info.attr("perm") is None:
+            if not isinstance(first.kernel, kernel_type):
                 continue
             second = pg.only_reader(first.outputs[0], consumers)
-            if second is None or not isinstance(second.kernel, Transpose) or second.info.attr("perm") is None:
+            if second is None or not isinstance(second.kernel, kernel_type):
                 continue
-            p1, p2 = first.info.attr("perm"), second.info.attr("perm")
-            if len(p1) != len(p2):
+            merged = merge(first, second)
+            if merged is None:
                 continue
-            perm = [p1[i] for i in p2]
-            kernel = pg.make_kernel(second.info, Transpose, {"perm": perm}, 1)
-            pg.replace([first, second], [CompiledNode(kernel.node, kernel, (first.inputs[0],), second.outputs)])
+            pg.replace([first, second], [merged])
             done += 1
             changed = True
             break
     return done
+
+
+def collapse_transposes(pg: PassGraph) -> int:
+    """Transpose(p2) after Transpose(p1) -> Transpose(p1[p2]) when both perms are given."""
+
+    def merge(first, second):
+        p1, p2 = first.info.attr("perm"), second.info.attr("perm")
+        if p1 is None or p2 is None or len(p1) != len(p2):
+            return None
+        kernel = pg.make_kernel(second.info, Transpose, {"perm": [p1[i] for i in p2]}, 1)
+        return CompiledNode(kernel.node, kernel, (first.inputs[0],), second.outputs)
+
+    return _collapse_pairs(pg, Transpose, merge)
 
 
 def collapse_reshapes(pg: PassGraph) -> int:
     """Reshape(s2) after Reshape(s1) -> Reshape(s2) when s2 is a constant with no 0 (whose
     meaning would depend on the intermediate shape)."""
-    done = 0
-    changed = True
-    while changed:
-        changed = False
-        consumers = pg.consumers()
-        for first in pg.nodes:
-            if not isinstance(first.kernel, Reshape):
-                continue
-            second = pg.only_reader(first.outputs[0], consumers)
-            if second is None or not isinstance(second.kernel, Reshape) or second.inputs[0] != first.outputs[0]:
-                continue
-            target = pg.constant(second.inputs[1])
-            if target is None or np.any(target == 0):
-                continue
-            pg.replace([first, second], [CompiledNode(second.info, second.kernel,
-                                                      (first.inputs[0], second.inputs[1]), second.outputs)])
-            done += 1
-            changed = True
-            break
-    return done
+
+    def merge(first, second):
+        if second.inputs[0] != first.outputs[0]:
+            return None
+        target = pg.constant(second.inputs[1])
+        if target is None or np.any(target == 0):
+            return None
+        return CompiledNode(second.info, second.kernel, (first.inputs[0], second.inputs[1]),
+                            second.outputs)
+
+    return _collapse_pairs(pg, Reshape, merge)

@@ -71,6 +71,15 @@ def case(name):
                          n("Mul", ["nrm", "g"], ["ng"]), n("Add", ["ng", "b"], ["y"])], [x], [y],
                         [scalar("two", 2.0), scalar("eps", 1e-5), const("g", r(4)), const("b", r(4))], opset=17)
         hit, miss = ln([-1]), ln([1])
+    elif name == "recognize_attention":
+        q, k, v = tensor("q", F, [1, 2, 4, 8]), tensor("k", F, [1, 4, 2, 8]), tensor("v", F, [1, 2, 4, 8])
+        xv = {"q": r(1, 2, 4, 8), "k": r(1, 4, 2, 8), "v": r(1, 2, 4, 8)}
+
+        def attention(axis):
+            return make([n("Transpose", ["k"], ["kt"], perm=[0, 2, 3, 1]), n("MatMul", ["q", "kt"], ["s"]),
+                         n("Div", ["s", "c"], ["sc"]), n("Softmax", ["sc"], ["p"], axis=axis),
+                         n("MatMul", ["p", "v"], ["y"])], [q, k, v], [y], [scalar("c", np.sqrt(8))])
+        hit, miss = attention(-1), attention(2)
     else:  # fuse_epilogues
         hit = make([n("MatMul", ["x", "W"], ["m"]), n("Add", ["m", "B"], ["a"]), n("Relu", ["a"], ["y"])],
                    [x], [y], [const("W", r(4, 5)), const("B", r(5))])

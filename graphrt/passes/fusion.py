@@ -7,6 +7,9 @@ import numpy as np
 
 from ..graph import CompiledNode
 from ..kernels.activations import Gelu
+from ..kernels.attention import Attention
+from ..kernels.layout import Transpose
+from ..kernels.softmax import Softmax
 from ..kernels.arithmetic import Add, Div, Mul, Sub
 from ..kernels.conv import Conv
 from ..kernels.elementwise import BinaryKernel, UnaryKernel
@@ -170,5 +173,47 @@ def recognize_layernorm(pg: PassGraph) -> int:
         pg.replace([mean, sub, pw, var, add, sqrt, div, mul, beta],
                    [CompiledNode(kernel.node, kernel, (x, gamma_id, beta_id), beta.outputs)])
         consumers = pg.consumers()
+        done += 1
+    return done
+
+
+def recognize_attention(pg: PassGraph) -> int:
+    """MatMul(Q, Kt) -> Div or Mul by a constant -> Softmax(last axis) -> MatMul(., V), with
+    Kt = Transpose(x, p) of rank 4 -> Attention(Q, Transpose(x, p with its last two entries
+    swapped), V, scale): softmax(Q K^T * scale) V in one fused kernel."""
+    done = 0
+    consumers = pg.consumers()
+    producers = pg.producers()
+    for qk in pg.live():
+        if not isinstance(qk.kernel, MatMul):
+            continue
+        kt = producers.get(qk.inputs[1])
+        perm = kt.info.attr("perm") if kt is not None and isinstance(kt.kernel, Transpose) else None
+        if perm is None or len(perm) != 4:
+            continue
+        scaled = pg.only_reader(qk.outputs[0], consumers)
+        if scaled is None or not isinstance(scaled.kernel, (Div, Mul)) or scaled.inputs[0] != qk.outputs[0]:
+            continue
+        c = _scalar(pg, scaled.inputs[1])
+        if not c:
+            continue
+        soft = pg.only_reader(scaled.outputs[0], consumers)
+        if soft is None or not isinstance(soft.kernel, Softmax) or soft.info.opset < 13 \
+                or soft.info.attr("axis", -1) not in (-1, 3):
+            continue
+        pv = pg.only_reader(soft.outputs[0], consumers)
+        if pv is None or not isinstance(pv.kernel, MatMul) or pv.inputs[0] != soft.outputs[0]:
+            continue
+        scale = 1.0 / c if isinstance(scaled.kernel, Div) else c
+        k_perm = list(perm[:2]) + [perm[3], perm[2]]
+        k_id = pg.add_value(pg.g.value_names[kt.inputs[0]] + "_as_k")
+        tk = pg.make_kernel(kt.info, Transpose, {"perm": k_perm}, 1)
+        att = pg.make_kernel(pv.info, Attention, {"scale": float(scale)}, 3)
+        if tk is None or att is None:
+            continue
+        pg.replace([qk, scaled, soft, pv],
+                   [CompiledNode(tk.node, tk, (kt.inputs[0],), (k_id,)),
+                    CompiledNode(att.node, att, (qk.inputs[0], k_id, pv.inputs[1]), pv.outputs)])
+        consumers, producers = pg.consumers(), pg.producers()
         done += 1
     return done

@@ -8,7 +8,8 @@ from __future__ import annotations
 from ..errors import ErrorKind, SessionError
 from ..options import OptimizationLevel as L
 from .basic import collapse_reshapes, collapse_transposes, eliminate_identities, fold_constants
-from .fusion import fold_conv_batchnorm, fuse_epilogues, recognize_gelu, recognize_layernorm
+from .fusion import (fold_conv_batchnorm, fuse_epilogues, recognize_attention, recognize_gelu,
+                     recognize_layernorm)
 from .graph import LEVELS, GraphPass, PassGraph
 
 ALL: tuple[GraphPass, ...] = (
@@ -19,6 +20,7 @@ ALL: tuple[GraphPass, ...] = (
     GraphPass("fold_conv_batchnorm", L.ALL, False, fold_conv_batchnorm),
     GraphPass("recognize_gelu", L.ALL, False, recognize_gelu),
     GraphPass("recognize_layernorm", L.ALL, False, recognize_layernorm),
+    GraphPass("recognize_attention", L.ALL, False, recognize_attention),
     GraphPass("fuse_epilogues", L.ALL, True, fuse_epilogues),
 )
 

@@ -264,7 +264,7 @@ def test_exact_same_bits_in_another_process_on_the_generic_path(tmp_path):
 # the normalisation template, and fast-math's "arcp" (jit.FAST_MATH) lets LLVM turn its
 # divisions into reciprocal multiplies differently in each (measured: without arcp both give
 # the same bits). strict: this fails once that is fixed, so the mark can go.
-BATCH_DEPENDENT = {"LayerNormalization": "fast-math arcp: serial and parallel variants differ"}
+BATCH_DEPENDENT: dict = {}     # operators whose fast rows depend on the batch (none left)
 
 
 @pytest.mark.parametrize("name", [

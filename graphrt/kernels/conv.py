@@ -26,7 +26,8 @@ from ..errors import ErrorKind
 from .base import InferContext, OpKernel, RunContext, scratch
 from .broadcast import PARALLEL_MIN
 from .jit import Variants
-from .matmul import (_A_SI, _A_SK, _B_SJ, _B_SK, _K, _M, _MATMUL, _N, _RB, PARALLEL_WORK, RB)
+from .matmul import (_A_SI, _A_SK, _B_SJ, _B_SK, _K, _M, _MATMUL, _N, _RB, PARALLEL_WORK, RB,
+                     panels_for)
 
 EXACT = False
 
@@ -262,7 +263,7 @@ class GemmCall:
             return
         fn = _MATMUL.get(exact, batches * self.work >= PARALLEL_WORK)
         fn(a, b, out, out, self.offa, self.offb, self.geo, self.one, self.one,
-           batches * self.blocks, 0)
+           batches * self.blocks, panels_for(out.dtype, 0))
 
 
 def image_chunk(n_images, col_per_image, itemsize):

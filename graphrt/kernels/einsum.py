@@ -31,7 +31,7 @@ from .. import dtypes as _dt
 from .base import InferContext, OpKernel, RunContext, scratch
 from .broadcast import PARALLEL_MIN, put
 from .jit import Variants
-from .matmul import (_K, _M, _N, _A_SI, _A_SK, _B_SJ, _B_SK, _GEMM_PACKED, _MATMUL, MatMul,
+from .matmul import (panels_for, _K, _M, _N, _A_SI, _A_SK, _B_SJ, _B_SK, _GEMM_PACKED, _MATMUL, MatMul,
                      _prepare)
 
 EXACT = False
@@ -123,7 +123,8 @@ class Product:
 
     def __call__(self, a, b, out) -> None:
         p = self.p
-        p.fn(a, b, out, out, p.offa, p.offb, p.geo, p.alpha, p.beta, p.tasks, p.slots)
+        p.fn(a, b, out, out, p.offa, p.offb, p.geo, p.alpha, p.beta, p.tasks,
+             panels_for(out.dtype, p.slots))
 
 
 # ----------------------------------------------------------------------------- generic step

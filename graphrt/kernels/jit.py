@@ -7,7 +7,7 @@ with its own qualified name, so numba's on-disk cache, which keys on code bytes 
 decorator options and globals, keeps fast and exact (and Add and Mul) apart.
 
 Fast variants may use the fastmath flags below, which allow FMA contraction and
-reciprocal/approximate functions but keep NaN and infinity semantics and the order of
+approximate functions but keep NaN and infinity semantics, every division and the order of
 every sum; exact variants use none.
 """
 from __future__ import annotations
@@ -18,10 +18,12 @@ import types
 
 from numba import njit
 
+# "arcp" is left out too: it lets LLVM turn x / y into x * (1 / y) in one compile and not in
+# another (serial vs parallel), so a row's bits would depend on the batch it came in.
 # "reassoc" is left out on purpose: with it LLVM vectorises reductions behind a run-time
 # alias check, so a sum's order (and its bits) would depend on whether the planner let an
 # output reuse its input's memory. Fast mode must depend on inputs, options and path only.
-FAST_MATH = frozenset({"contract", "arcp", "afn", "nsz"})
+FAST_MATH = frozenset({"contract", "afn", "nsz"})
 
 EXACT = False   # placeholder: rebound per variant
 

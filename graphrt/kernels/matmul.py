@@ -20,6 +20,8 @@ paths and what each guarantees: docs/kernels-gemm.md.
 """
 from __future__ import annotations
 
+import threading
+
 import numba
 import numpy as np
 from numba import njit, prange
@@ -28,6 +30,7 @@ from ..threads import ensure_layer
 from . import blas
 from .base import InferContext, OpKernel, RunContext
 from .broadcast import broadcast_shape, element_strides
+from .pointwise import BF16, F16, compute_dtype, narrow, result_buffer, widen
 from .jit import Variants
 
 EXACT = False
@@ -61,7 +64,7 @@ def _scale(alpha, acc):
     return alpha * acc
 
 
-def _product(a, b, c, out, offa, offb, geo, alpha, beta, tasks, slots):
+def _product(a, b, c, out, offa, offb, geo, alpha, beta, tasks, panels):
     m = geo[_M]
     n = geo[_N]
     kk = geo[_K]
@@ -74,8 +77,8 @@ def _product(a, b, c, out, offa, offb, geo, alpha, beta, tasks, slots):
     has_c = geo[_HAS_C] != 0
     jb = JB_PACKED if PACKED else JB
     # B read across its rows (transB) is first copied, one KB x jb panel at a time, into
-    # a per-thread panel laid out like an untransposed B, so the j loops stay contiguous.
-    panels = np.empty((slots, KB * JB_PACKED), b.dtype)
+    # a per-thread panel (a row of ``panels``, see panels_for) laid out like an untransposed
+    # B, so the j loops stay contiguous.
     rb = geo[_RB]
     blocks = (m + rb - 1) // rb
     for t in prange(tasks):
@@ -309,7 +312,24 @@ def _plan_blas(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=True
 # ----------------------------------------------------------------------- the operators
 
 class _Prepared:
-    __slots__ = ("fn", "offa", "offb", "geo", "tasks", "alpha", "beta", "slots", "blas")
+    __slots__ = ("fn", "offa", "offb", "geo", "tasks", "alpha", "beta", "slots", "blas", "narrow")
+
+
+_PANELS = threading.local()
+
+
+def panels_for(dtype, slots: int) -> np.ndarray:
+    """The packing panels a product needs: ``slots`` rows (one per pool thread) of KB x
+    JB_PACKED elements, kept per Python thread and reused, so warm runs allocate nothing and
+    concurrent runs (each on its own Python thread) never share one."""
+    cache = getattr(_PANELS, "cache", None)
+    if cache is None:
+        cache = _PANELS.cache = {}
+    key = (np.dtype(dtype), slots)
+    buf = cache.get(key)
+    if buf is None:
+        buf = cache[key] = np.empty((slots, KB * JB_PACKED), key[0])
+    return buf
 
 
 def _prepare(ctx, variants, dt, nb, offa, offb, geo, alpha=1, beta=1):
@@ -333,17 +353,19 @@ def _prepare(ctx, variants, dt, nb, offa, offb, geo, alpha=1, beta=1):
     p.alpha = dt.type(alpha)
     p.beta = dt.type(beta)
     p.blas = None
+    p.narrow = False
     ctx.prepared = p
     return p
 
 
 class MatMul(OpKernel):
     """numpy matmul: a 1-D A is a row (1, K), a 1-D B a column (K, 1), and the added axis
-    is dropped from the result; leading (batch) axes broadcast."""
+    is dropped from the result; leading (batch) axes broadcast. float16 and bfloat16 are
+    computed in float32 (inputs widened exactly, the result rounded once)."""
 
     supports_exact = True
     ALLOWED = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64,
-                                             np.uint32, np.uint64))
+                                             np.uint32, np.uint64)) | {F16} | BF16
 
     def infer(self, ctx: InferContext) -> None:
         dt = ctx.same_dtype(0, 1)
@@ -370,18 +392,26 @@ class MatMul(OpKernel):
         geo = [0] * 11
         geo[_M], geo[_N], geo[_K] = m, n, k
         geo[_A_SI], geo[_A_SK], geo[_B_SK], geo[_B_SJ] = k, 1, n, 1
-        p = _prepare(ctx, _MATMUL, dt, nb, offa, offb, geo)
+        wd = compute_dtype(dt)
+        p = _prepare(ctx, _MATMUL, wd, nb, offa, offb, geo)
+        p.narrow = wd != dt
         if not ctx.exact:
-            p.blas = _plan_blas(_BLAS_MATMUL, dt, nb, offa, offb, geo)
+            p.blas = _plan_blas(_BLAS_MATMUL, wd, nb, offa, offb, geo)
 
     def run(self, ctx: RunContext) -> None:
         p = ctx.prepared
         a, b = ctx.flat_in
         out = ctx.flat_out[0]
+        buf = out
+        if p.narrow:
+            a, b, buf = widen(ctx, a), widen(ctx, b), result_buffer(ctx, out)
         if p.blas is not None:
-            p.blas(a, b, out, out)
+            p.blas(a, b, buf, buf)
         else:
-            p.fn(a, b, out, out, p.offa, p.offb, p.geo, p.alpha, p.beta, p.tasks, p.slots)
+            p.fn(a, b, buf, buf, p.offa, p.offb, p.geo, p.alpha, p.beta, p.tasks,
+                 panels_for(buf.dtype, p.slots))
+        if p.narrow:
+            narrow(out, buf)
 
 
 def _batch_offsets(shape, batch, matrix_size) -> np.ndarray:
@@ -440,4 +470,5 @@ class Gemm(OpKernel):
         if p.blas is not None:
             p.blas(a, b, c, out)
         else:
-            p.fn(a, b, c, out, p.offa, p.offb, p.geo, p.alpha, p.beta, p.tasks, p.slots)
+            p.fn(a, b, c, out, p.offa, p.offb, p.geo, p.alpha, p.beta, p.tasks,
+                 panels_for(out.dtype, p.slots))

@@ -3,22 +3,29 @@
     y[n, c, p] = x[n, c, p] / (bias + alpha / size * sum_{c'} x[n, c', p]^2) ^ beta
 
 over c' from c - floor((size - 1) / 2) to c + ceil((size - 1) / 2), clipped to the channels,
-summed in ascending order in the element type. One task per (image, channel) plane. Uses pow:
-not an exact-mode kernel. float16 is computed in float32.
+summed in ascending order in the element type. One task per (image, channel) plane. The
+exact variant uses graphrt's own pow (exactmath) and no FMA; float16 is computed in float32.
 """
 from __future__ import annotations
 
 import math
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
+from . import exactmath
 from .base import InferContext, OpKernel, RunContext
-from .broadcast import PARALLEL_MIN
+from .broadcast import PARALLEL_MIN, put
 from .conv import FLOATS, Float16
 from .jit import Variants
 
 EXACT = False
+POW = None
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _libm_pow(a, b):
+    return a ** b
 
 
 def _lrn(x, y, channels, inner, before, after, scale, bias, beta, planes):
@@ -34,14 +41,15 @@ def _lrn(x, y, channels, inner, before, after, scale, bias, beta, planes):
             for k in range(c0, c1):
                 v = x[(n * channels + k) * inner + j]
                 s = s + v * v
-            out[j] = x[t * inner + j] / (bias + scale * s) ** beta
+            put(out, j, x[t * inner + j] / POW(bias + scale * s, beta), EXACT)
 
 
-_LRN = Variants(_lrn, "lrn", parallel=True)
+_LRN = exactmath.FastExact(Variants(_lrn, "lrn", parallel=True, POW=_libm_pow),
+                           Variants(_lrn, "lrn_exact", parallel=True, POW=exactmath.pow))
 
 
 class LRN(OpKernel):
-    supports_exact = False
+    supports_exact = True
 
     def __init__(self, node):
         super().__init__(node)
@@ -62,7 +70,7 @@ class LRN(OpKernel):
         planes = xs[0] * xs[1]
         wide = np.dtype(np.float32) if dt == np.float16 else dt
         parallel = math.prod(xs) * self.size >= PARALLEL_MIN and planes > 1
-        ctx.prepared = (xs[1], math.prod(xs[2:]), planes, wide, _LRN.get(False, parallel))
+        ctx.prepared = (xs[1], math.prod(xs[2:]), planes, wide, _LRN.get(ctx.exact, parallel))
 
     def run(self, ctx: RunContext) -> None:
         channels, inner, planes, wide, fn = ctx.prepared

@@ -21,8 +21,9 @@ and Y_h (Y_c) hold the state after the last step run.
 
 x W^T for all steps is one product through matmul.py's kernel; each step then takes h R^T
 for every (direction, batch entry) as one more product (k ascending, R transposed once per
-run) and finishes the gates in one task per (direction, batch entry). Uses exp/tanh: not an
-exact-mode kernel. float16 and bfloat16 are computed in float32.
+run) and finishes the gates in one task per (direction, batch entry). The exact variant takes
+its tanh, sigmoid, expm1 and softplus from graphrt's own exactmath (no libm, no FMA) and writes
+NaN results canonically. float16 and bfloat16 are computed in float32.
 """
 from __future__ import annotations
 
@@ -30,11 +31,13 @@ import numpy as np
 from numba import njit, prange
 
 from ..errors import ErrorKind
+from . import exactmath
 from .base import InferContext, OpKernel, RunContext, scratch
 from .einsum import FLOATS, Product, widen, work_type
 from .jit import Variants
 
 EXACT = False
+ACT = None
 GATES = 1
 # work per step from which a step's product runs in parallel: a recurrence launches one
 # parallel region per step, and below this size the launches cost more than they save
@@ -75,6 +78,29 @@ def _act(code, alpha, beta, x):
     if code == 9:
         return x / (1 + abs(x))
     return np.log1p(np.exp(x))
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _act_exact(code, alpha, beta, x):
+    """_act with graphrt's own transcendental functions (exactmath): exact mode."""
+    if code == 1:
+        return exactmath.tanh(x)
+    if code == 2:
+        return exactmath.sigmoid(x)
+    if code == 6:
+        return alpha * exactmath.tanh(beta * x)
+    if code == 8:
+        return x if x >= 0 else alpha * exactmath.expm1(x)
+    if code == 10:
+        return exactmath.softplus(x)
+    return _act(code, alpha, beta, x)     # the others use + - * / and compares only
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _canonical_nan(a):
+    for i in range(a.size):
+        if a[i] != a[i]:
+            a[i] = np.nan
 
 
 @njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
@@ -119,12 +145,12 @@ def _step(xw, hr, hn, b, p, lens, y, h, c, rh, geo, s, phase, codes, alphas, bet
         if GATES == 1:
             for j in range(hs):
                 pre = xw[xo + j] + b[bo + j] + b[bo + g + j] + hr[go + j]
-                h[so + j] = _act(f1, a1, b1, _clip(pre, clip))
+                h[so + j] = ACT(f1, a1, b1, _clip(pre, clip))
         elif GATES == 3:
             if phase == 0:
                 for j in range(2 * hs):
                     pre = xw[xo + j] + b[bo + j] + b[bo + g + j] + hr[go + j]
-                    hr[go + j] = _act(f1, a1, b1, _clip(pre, clip))
+                    hr[go + j] = ACT(f1, a1, b1, _clip(pre, clip))
                 if not lbr:
                     for j in range(hs):
                         rh[so + j] = hr[go + hs + j] * h[so + j]
@@ -137,7 +163,7 @@ def _step(xw, hr, hn, b, p, lens, y, h, c, rh, geo, s, phase, codes, alphas, bet
                     pre = wn + hr[go + hs + j] * (hr[go + 2 * hs + j] + rn)
                 else:
                     pre = xw[xo + 2 * hs + j] + hn[so + j] + rn + b[bo + 2 * hs + j]
-                n = _act(f2, a2, b2, _clip(pre, clip))
+                n = ACT(f2, a2, b2, _clip(pre, clip))
                 h[so + j] = (1 - z) * n + z * h[so + j]
         else:
             po = d * 3 * hs
@@ -152,26 +178,32 @@ def _step(xw, hr, hn, b, p, lens, y, h, c, rh, geo, s, phase, codes, alphas, bet
                 if has_p:
                     pi = pi + p[po + j] * cj
                     pf = pf + p[po + 2 * hs + j] * cj
-                ig = _act(f1, a1, b1, _clip(pi, clip))
-                fg = 1 - ig if coupled else _act(f1, a1, b1, _clip(pf, clip))
-                cc = fg * cj + ig * _act(f2, a2, b2, _clip(pc, clip))
+                ig = ACT(f1, a1, b1, _clip(pi, clip))
+                fg = 1 - ig if coupled else ACT(f1, a1, b1, _clip(pf, clip))
+                cc = fg * cj + ig * ACT(f2, a2, b2, _clip(pc, clip))
                 c[so + j] = cc
                 if has_p:
                     po_ = po_ + p[po + hs + j] * cc
-                h[so + j] = _act(f1, a1, b1, _clip(po_, clip)) * _act(f3, a3, b3, cc)
+                h[so + j] = ACT(f1, a1, b1, _clip(po_, clip)) * ACT(f3, a3, b3, cc)
         if has_y:
             yo = t * yt + d * yd + e * yb
             for j in range(hs):
                 y[yo + j] = h[so + j]
 
 
-_RNN = Variants(_step, "rnn_step", parallel=True, GATES=1)
-_GRU = Variants(_step, "gru_step", parallel=True, GATES=3)
-_LSTM = Variants(_step, "lstm_step", parallel=True, GATES=4)
+def _variants(name: str, gates: int):
+    return exactmath.FastExact(Variants(_step, name, parallel=True, GATES=gates, ACT=_act),
+                               Variants(_step, name + "_exact", parallel=True, GATES=gates,
+                                        ACT=_act_exact))
+
+
+_RNN = _variants("rnn_step", 1)
+_GRU = _variants("gru_step", 3)
+_LSTM = _variants("lstm_step", 4)
 
 
 class _Recurrent(OpKernel):
-    supports_exact = False
+    supports_exact = True
     GATES = 1
     DEFAULTS = ("tanh",)
     VARIANTS = _RNN
@@ -268,7 +300,7 @@ class _Recurrent(OpKernel):
         reset = Product(ctx.exact, work, batch, hs, hs, state_off, r_off + 2 * hs, (hs, 1),
                         (gh, 1), min_parallel=STEP_PARALLEL) \
             if self.GATES == 3 and not self.lbr else None
-        fn = self.VARIANTS.get(False, tasks > 1 and tasks * gh >= STEP_PARALLEL >> 6)
+        fn = self.VARIANTS.get(ctx.exact, tasks > 1 and tasks * gh >= STEP_PARALLEL >> 6)
         ctx.prepared = (product, recur, reset, np.array(geo, dtype=np.int64), work, tasks, fn)
 
     def run(self, ctx: RunContext) -> None:
@@ -317,6 +349,10 @@ class _Recurrent(OpKernel):
             if out is not None:
                 view = out.transpose(1, 0, 2) if self.layout else out
                 np.copyto(view, state.reshape(dirs, batch, hs), casting="unsafe")
+        if ctx.exact:                       # NaN results as the canonical quiet NaN
+            for out in ctx.flat_out:
+                if out is not None and out.dtype.kind == "f" and out.dtype.itemsize >= 4:
+                    _canonical_nan(out)
 
     @staticmethod
     def _optional(ctx, i, work, size):

@@ -272,13 +272,15 @@ def image_chunk(n_images, col_per_image, itemsize):
 
 # ----------------------------------------------------------------------------- Conv
 
-class _ConvPlan:
+class ConvPlan:
+    """What infer leaves for run in Conv and ConvTranspose."""
+
     __slots__ = ("geo", "gemm", "n", "c", "m", "in_size", "out_size", "col_size", "chunk",
                  "direct", "wdt")
 
 
-class Conv(OpKernel):
-    """X (N, C, D...), W (M, C/group, K...), optional B (M): Y (N, M, O...)."""
+class GroupedConv(OpKernel):
+    """The window attributes and ``group`` shared by Conv and ConvTranspose."""
 
     supports_exact = True
 
@@ -288,6 +290,10 @@ class Conv(OpKernel):
         self.group = int(node.attr("group", 1))
         if self.group < 1:
             node.fail(f"group {self.group} must be positive")
+
+
+class Conv(GroupedConv):
+    """X (N, C, D...), W (M, C/group, K...), optional B (M): Y (N, M, O...)."""
 
     def infer(self, ctx: InferContext) -> None:
         has_b = ctx.has_input(2)
@@ -307,7 +313,7 @@ class Conv(OpKernel):
             ctx.fail(f"B of shape {list(ctx.shape(2))} should be [{m}]")
         ax = self.window.resolve(ctx.fail, xs[2:], ws[2:])
         ctx.set_output(0, dt, (n, m, *ax.out))
-        p = _ConvPlan()
+        p = ConvPlan()
         p.geo = geometry(c, xs[2:], ax)
         k = math.prod(ax.kernel)
         out_size = math.prod(ax.out)

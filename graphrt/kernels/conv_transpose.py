@@ -22,10 +22,10 @@ import math
 import numpy as np
 from numba import prange
 
-from .base import InferContext, OpKernel, RunContext
+from .base import InferContext, RunContext
 from .broadcast import PARALLEL_MIN
 from .conv import (_D, _DD, _DH, _DW, _H, _KD, _KH, _KW, _OD, _OH, _OW, _PD, _PH, _PW, _SD,
-                   _SH, _SW, _W, Axes, Float16, GemmCall, Window, check_float, check_rank,
+                   _SH, _SW, _W, Axes, ConvPlan, Float16, GemmCall, GroupedConv, check_float, check_rank,
                    geometry, image_chunk, scratch)
 from .jit import Variants
 
@@ -79,22 +79,11 @@ def _col2im(col, y, b, g, planes, m, has_b):
 COL2IM = Variants(_col2im, "convtranspose_col2im", parallel=True)
 
 
-class _Plan:
-    __slots__ = ("geo", "gemm", "n", "c", "m", "in_size", "out_size", "col_size", "chunk",
-                 "wdt")
-
-
-class ConvTranspose(OpKernel):
+class ConvTranspose(GroupedConv):
     """X (N, C, D...), W (C, M/group, K...), optional B (M): Y (N, M, O...)."""
-
-    supports_exact = True
 
     def __init__(self, node):
         super().__init__(node)
-        self.window = Window(node, need_kernel=False)
-        self.group = int(node.attr("group", 1))
-        if self.group < 1:
-            node.fail(f"group {self.group} must be positive")
         op = node.attr("output_padding")
         self.output_padding = None if op is None else [int(v) for v in op]
         shape = node.attr("output_shape")
@@ -155,7 +144,7 @@ class ConvTranspose(OpKernel):
             ctx.fail(f"B of shape {list(ctx.shape(2))} should be [{m}]")
         ax = self._axes(ctx, xs[2:], ws[2:])
         ctx.set_output(0, dt, (n, m, *ax.out))
-        p = _Plan()
+        p = ConvPlan()
         p.geo = geometry(c, xs[2:], ax)
         k = math.prod(ax.kernel)
         p.n, p.c, p.m = n, c, m

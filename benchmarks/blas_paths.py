@@ -1,10 +1,11 @@
-"""Fast-mode GEMM before and after the BLAS tiles, next to onnxruntime, in one process.
+"""Fast-mode GEMM paths next to onnxruntime, in one process.
 
     python -m benchmarks.blas_paths [bert-b1 bert-b8 mlp-1M-rows] [--threads 1 2] [--rounds 5]
 
-Three sessions per model and thread count: graphrt with GRAPHRT_BLAS=0 (the blocked numba
-kernel, what fast mode ran before), graphrt with the BLAS tiles, and onnxruntime; timed in
-alternating blocks, medians in ms. GRAPHRT_BLAS is read when a plan is made (the first run).
+Four sessions per model and thread count: graphrt with each GRAPHRT_GEMM path (loop: the
+blocked numba kernel; blas: OpenBLAS tiles; tiles: graphrt's micro-kernel, the default) and
+onnxruntime; timed in alternating blocks, medians in ms. GRAPHRT_GEMM is read when a plan is
+made (the first run).
 """
 from __future__ import annotations
 
@@ -31,17 +32,20 @@ CASES = {
 }
 
 
+PATHS = ("loop", "blas", "tiles")
+
+
 def measure(name, threads, rounds):
     make, feed, score = CASES[name]
     data, x = make().SerializeToString(), feed()
     feeds = {"x": x}
     out = np.empty((len(x), 8), np.float32) if score else None
     rts = {}
-    for key, flag in (("before", "0"), ("after", "1")):
-        os.environ["GRAPHRT_BLAS"] = flag
+    for key in PATHS:
+        os.environ["GRAPHRT_GEMM"] = key
         rts[key] = GraphRT(data, threads)
         rts[key].score(x[:SCORE_BATCH], out) if score else rts[key].run(feeds)
-    os.environ.pop("GRAPHRT_BLAS")
+    os.environ.pop("GRAPHRT_GEMM")
     rts["onnxruntime"] = OnnxRuntime(data, threads)
     times = {k: [] for k in rts}
     for _ in range(rounds):
@@ -64,15 +68,15 @@ def main(argv=None) -> int:
         ap.error(f"unknown models {unknown}")
     from graphrt.kernels import blas
     start = load()
-    lines = ["| model | threads | before ms (numba kernel) | after ms (BLAS tiles) | "
-             "onnxruntime ms | before / after | before / onnxruntime | after / onnxruntime |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| model | threads | loop ms | blas ms | tiles ms | onnxruntime ms | "
+             "loop / ort | blas / ort | tiles / ort |", "|---|---|---|---|---|---|---|---|---|"]
     for name in args.models or list(CASES):
         for threads in args.threads:
             m = measure(name, threads, args.rounds)
-            b, a, o = m["before"], m["after"], m["onnxruntime"]
-            lines.append(f"| {name} | {threads} | {b:.1f} | {a:.1f} | {o:.1f} | {b / a:.2f} | "
-                         f"{b / o:.2f} | {a / o:.2f} |")
+            o = m["onnxruntime"]
+            lines.append(f"| {name} | {threads} | " + " | ".join(
+                f"{m[k]:.1f}" for k in PATHS + ("onnxruntime",)) + " | " +
+                " | ".join(f"{m[k] / o:.2f}" for k in PATHS) + " |")
             print(lines[-1], file=sys.stderr, flush=True)
     print(f"BLAS kernels: {blas.corename()}; CPU: {cpu_model()}; load average {start} at the "
           f"start, {load()} at the end (shared machine).\n")

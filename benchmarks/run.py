@@ -32,7 +32,7 @@ import numpy as np
 from . import models as M
 
 ROWS = 1_000_000            # rows of the batch-scoring case
-ENV_SHOWN = ("OPENBLAS_CORETYPE", "GRAPHRT_BLAS", "NUMBA_NUM_THREADS")
+ENV_SHOWN = ("OPENBLAS_CORETYPE", "GRAPHRT_GEMM", "NUMBA_NUM_THREADS")
 SCORE_BATCH = 10_000
 
 

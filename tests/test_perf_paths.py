@@ -79,14 +79,12 @@ def gemm_reference(feeds, ta, tb, alpha=0.75, beta=1.5):
     return y + beta * feeds["C"] if "C" in feeds else y
 
 
-@pytest.fixture(params=["blas", "numba"])
+@pytest.fixture(params=["tiles", "blas", "loop"])
 def fast_path(request, monkeypatch):
-    """Each fast-mode test runs on both fast paths (GRAPHRT_BLAS=0 forces the numba kernel)."""
-    if request.param == "blas":
-        if not blas.available():
-            pytest.skip("no scipy BLAS with a settable pool")
-    else:
-        monkeypatch.setenv("GRAPHRT_BLAS", "0")
+    """Each fast-mode test runs on the three fast paths (GRAPHRT_GEMM picks one)."""
+    if request.param == "blas" and not blas.available():
+        pytest.skip("no scipy BLAS with a settable pool")
+    monkeypatch.setenv("GRAPHRT_GEMM", request.param)
     return request.param
 
 
@@ -136,12 +134,13 @@ def test_concurrent_runs_give_the_same_bits(fast_path):
     assert results == [True] * 15
 
 
-@pytest.mark.parametrize("mode", ["exact", "fast-numba"])
+@pytest.mark.parametrize("mode", ["exact", "fast-loop", "fast-tiles"])
 def test_rows_do_not_depend_on_batch_size(mode, monkeypatch):
-    """The numba kernel (exact mode, and fast mode without the BLAS) computes each row alone:
-    a batch gives the rows it gives one at a time. The BLAS path does not promise this."""
-    if mode == "fast-numba":
-        monkeypatch.setenv("GRAPHRT_BLAS", "0")
+    """The numba kernels (exact mode; fast mode's micro-kernel tiles and blocked loop)
+    compute each row alone: a batch gives the rows it gives one at a time. The BLAS path
+    does not promise this."""
+    if mode.startswith("fast-"):
+        monkeypatch.setenv("GRAPHRT_GEMM", mode[5:])
     mode = mode.split("-")[0]
     rng = np.random.default_rng(3)
     k, n = 1000, 131
@@ -162,7 +161,7 @@ def test_rows_do_not_depend_on_batch_size(mode, monkeypatch):
 
 
 @needs_blas
-def test_blas_path_is_taken_for_fast_floats_only():
+def test_tile_paths_are_taken_for_fast_floats_only(monkeypatch):
     geo = [0] * 11
     geo[matmul._M], geo[matmul._N], geo[matmul._K] = 64, 64, 64
     geo[matmul._A_SI], geo[matmul._A_SK], geo[matmul._B_SK], geo[matmul._B_SJ] = 64, 1, 64, 1
@@ -171,11 +170,17 @@ def test_blas_path_is_taken_for_fast_floats_only():
     assert plan(matmul._BLAS_MATMUL, np.dtype(np.float64), 1, [0], [0], geo) is not None
     assert plan(matmul._BLAS_MATMUL, np.dtype(np.int32), 1, [0], [0], geo) is None
     small = list(geo)
-    small[matmul._M] = 2        # below BLAS_MIN_WORK: the numba kernel is cheaper
+    small[matmul._M] = 2        # the micro-kernel takes every size (rows stay batch-independent)
+    assert plan(matmul._BLAS_MATMUL, np.dtype(np.float32), 1, [0], [0], small).own
+    monkeypatch.setenv("GRAPHRT_GEMM", "blas")
+    assert not plan(matmul._BLAS_MATMUL, np.dtype(np.float32), 1, [0], [0], geo).own
+    # below BLAS_MIN_WORK a BLAS call costs more than it saves: the blocked kernel runs
     assert plan(matmul._BLAS_MATMUL, np.dtype(np.float32), 1, [0], [0], small) is None
     # a stack of A over one B is one product of all the rows
     call = plan(matmul._BLAS_MATMUL, np.dtype(np.float32), 3, [0, 4096, 8192], [0, 0, 0], geo)
     assert call.geo[matmul._T_M] == 192 and len(call.offa) == 1
+    monkeypatch.setenv("GRAPHRT_GEMM", "loop")
+    assert plan(matmul._BLAS_MATMUL, np.dtype(np.float32), 1, [0], [0], geo) is None
 
 
 def test_test_shapes_cover_tiling():
@@ -231,21 +236,25 @@ def test_gemm_epilogue_is_the_same_on_both_fast_paths(monkeypatch):
     beta * c then gives the same bits on the BLAS and the numba path."""
     model, feeds = gemm_case(300, 1, 500, 0, 0, (300, 500), F, np.random.default_rng(6))
     y = run(model, feeds, 2)
-    monkeypatch.setenv("GRAPHRT_BLAS", "0")
-    assert run(model, feeds, 2).tobytes() == y.tobytes()
+    for path in ("blas", "loop"):
+        monkeypatch.setenv("GRAPHRT_GEMM", path)
+        assert run(model, feeds, 2).tobytes() == y.tobytes()
 
 
-@needs_blas
-def test_blas_product_for_other_kernels():
-    """blas_product (what Conv, Einsum, Attention could call): per-entry offsets, A read
-    transposed, and fewer batch entries at call time than planned."""
+@pytest.mark.parametrize("path", ["tiles", "blas"])
+def test_fast_product_for_other_kernels(path, monkeypatch):
+    """fast_product (what Conv calls): per-entry offsets, A read transposed, and fewer batch
+    entries at call time than planned."""
+    if path == "blas" and not blas.available():
+        pytest.skip("no scipy BLAS with a settable pool")
+    monkeypatch.setenv("GRAPHRT_GEMM", path)
     rng = np.random.default_rng(7)
     m, n, k, nb = 70, 300, 260, 3
     a = rng.standard_normal(2 * k * m).astype(np.float32)       # two A^T matrices (k, m)
     b = rng.standard_normal(nb * k * n).astype(np.float32)
     offa = np.array([0, k * m, 0])
     offb = np.arange(nb) * k * n
-    call = matmul.blas_product(np.float32, m, n, k, (1, m), (n, 1), offa, offb)
+    call = matmul.fast_product(np.float32, m, n, k, (1, m), (n, 1), offa, offb)
     out = np.full(nb * m * n, np.nan, np.float32)
     call(a, b, out, out, 2)
     for i in range(2):

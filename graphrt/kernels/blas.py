@@ -10,8 +10,8 @@ concurrent callers) and put back when the last one leaves.
 
 The path exists when scipy and threadpoolctl import and scipy's BLAS is an OpenBLAS whose
 thread count can be set (pthreads or serial build, the scipy wheels' case); otherwise
-``available()`` is False and the kernels keep their own loops. ``GRAPHRT_BLAS=0`` turns it
-off (tests use that to force the numba path).
+``available()`` is False. graphrt's own micro-kernel (microkernel.py) is the default fast
+path; ``GRAPHRT_GEMM=blas`` chooses this one (matmul.gemm_path).
 
 Kernel set: OpenBLAS picks its kernels from the CPU when the library loads, unless
 OPENBLAS_CORETYPE names them; ``corename()`` tells which it runs. Fast-mode bits depend on it.
@@ -90,8 +90,6 @@ def leave() -> None:
 def available() -> bool:
     """True when fast-mode products may go to the BLAS (see the module docstring)."""
     global _POOLS
-    if os.environ.get("GRAPHRT_BLAS", "1") == "0":
-        return False
     pools = _pools()
     if pools is None:
         return False

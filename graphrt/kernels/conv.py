@@ -19,15 +19,18 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from ..errors import ErrorKind
+from ..threads import ensure_layer
+from . import microkernel
 from .base import InferContext, OpKernel, RunContext, scratch
 from .broadcast import PARALLEL_MIN
 from .jit import Variants
 from .matmul import (_A_SI, _A_SK, _B_SJ, _B_SK, _K, _M, _MATMUL, _N, _RB, PARALLEL_WORK, RB,
-                     panels_for)
+                     fast_product, panels_for)
 
 EXACT = False
 
@@ -234,19 +237,107 @@ def _add_bias(y, b, planes, m, p):
                 row[j] = v
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _im2col_block(x, col, g, rows, p0, p1, xo):
+    """col[r * (p1 - p0) + p - p0] = _im2col's col[r, p] for output positions p0 <= p < p1
+    of the image whose channel 0 starts at x[xo] (one task's block, sequential)."""
+    d_, h_, w_ = g[_D], g[_H], g[_W]
+    oh_, ow_ = g[_OH], g[_OW]
+    kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
+    pb = p1 - p0
+    for r in range(rows):
+        kw = r % kw_
+        q = r // kw_
+        kh = q % kh_
+        q = q // kh_
+        kd = q % kd_
+        xc = xo + (q // kd_) * d_ * h_ * w_
+        w0 = kw * g[_DW] - g[_PW]
+        lo = min(ow_, max(0, -(w0 // g[_SW])))
+        hi = min(ow_, max(lo, (w_ - 1 - w0) // g[_SW] + 1))
+        row = col[r * pb:(r + 1) * pb]
+        p = p0
+        while p < p1:
+            ow = p % ow_
+            t = p // ow_
+            oh = t % oh_
+            od = t // oh_
+            end = min(p1, p + ow_ - ow)
+            seg = row[p - p0:end - p0]
+            di = od * g[_SD] - g[_PD] + kd * g[_DD]
+            hi_ = oh * g[_SH] - g[_PH] + kh * g[_DH]
+            if di < 0 or di >= d_ or hi_ < 0 or hi_ >= h_:
+                for j in range(end - p):
+                    seg[j] = 0
+            else:
+                src = xc + (di * h_ + hi_) * w_ + w0
+                a = min(max(lo, ow), ow + end - p)
+                b = min(max(hi, a), ow + end - p)
+                for j in range(ow, a):
+                    seg[j - ow] = 0
+                if g[_SW] == 1:         # a contiguous run: vectorised copy
+                    seg[a - ow:b - ow] = x[src + a:src + b]
+                else:
+                    for j in range(a, b):
+                        seg[j - ow] = x[src + j * g[_SW]]
+                for j in range(b, ow + end - p):
+                    seg[j - ow] = 0
+            p = end
+
+
+def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work):
+    """Fast-mode Conv without a whole-image column matrix: task t takes an image, a group,
+    a block of pb output positions and a block of mb output channels, unfolds just that
+    block (it stays in cache) and multiplies it by the weights with the micro-kernel (every
+    output element one FMA chain over (c, k) ascending). The blocks depend on the shapes
+    only, so the bits do not depend on the thread count."""
+    p_ = g[_OD] * g[_OH] * g[_OW]
+    in_size = g[_D] * g[_H] * g[_W]
+    cg = g[_C] // groups
+    nblk = (p_ + pb - 1) // pb
+    mblk = (mg + mb - 1) // mb
+    per_image = groups * nblk * mblk
+    for t in prange(tasks):
+        img = t // per_image
+        r = t - img * per_image
+        gi = r // (nblk * mblk)
+        r = r - gi * (nblk * mblk)
+        blk = r // mblk
+        m0 = (r - blk * mblk) * mb
+        rows = min(mg, m0 + mb) - m0
+        p0 = blk * pb
+        p1 = min(p_, p0 + pb)
+        slot = numba.get_thread_id()
+        col = cols[slot, :kk * (p1 - p0)]
+        _im2col_block(x, col, g, kk, p0, p1, (img * g[_C] + gi * cg) * in_size)
+        ap, bp, cb = microkernel.carve(work[slot], rows, p1 - p0, kk)
+        microkernel.tile_product(w, (gi * mg + m0) * kk, kk, 1, col, 0, p1 - p0, 1, y,
+                                 (img * groups * mg + gi * mg + m0) * p_ + p0, p_, rows,
+                                 p1 - p0, kk, ap, bp, cb)
+
+
+CONV_TILES = Variants(_conv_tiles, "conv_tiles", parallel=True, MK=microkernel.SOURCE_TAG,
+                      IM2COL_BLOCK=_im2col_block)
+COL_BLOCK_BYTES = 1 << 21   # a task's column block (K x pb) stays in cache
+MIN_COLS = 384              # ... but has enough columns to pay for reading the weights
+WHOLE_COL_BYTES = 1 << 24   # up to this, one image's whole column matrix is made once instead
+MIN_TASKS = 4               # channel blocks are cut until a product has this many tasks
+
+
 # im2col only moves data: its fast variant serves both modes.
 IM2COL = Variants(_im2col, "conv_im2col", parallel=True)
 ADD_BIAS = Variants(_add_bias, "conv_bias", parallel=True)
 
 
 class GemmCall:
-    """A batched product out[b] = A[b] @ B[b] through matmul's kernel (k ascending): A is
-    read at a[offa[b] + i * a_si + k * a_sk], B row-major at b[offb[b] + k * n + j], and out
-    is C-contiguous, one (m, n) block per batch entry."""
+    """A batched product out[b] = A[b] @ B[b] (k ascending): A is read at
+    a[offa[b] + i * a_si + k * a_sk], B row-major at b[offb[b] + k * n + j], and out is
+    C-contiguous, one (m, n) block per batch entry. Exact mode: matmul's kernel; fast mode:
+    matmul's tiles (graphrt's micro-kernel, every element one FMA chain)."""
 
-    __slots__ = ("geo", "offa", "offb", "blocks", "work", "one")
+    __slots__ = ("geo", "offa", "offb", "blocks", "work", "one", "fast")
 
-    def __init__(self, m, n, k, a_si, a_sk, offa, offb, dtype):
+    def __init__(self, m, n, k, a_si, a_sk, offa, offb, dtype, exact=True):
         geo = np.zeros(11, dtype=np.int64)
         geo[_M], geo[_N], geo[_K] = m, n, k
         geo[_A_SI], geo[_A_SK], geo[_B_SK], geo[_B_SJ] = a_si, a_sk, n, 1
@@ -257,13 +348,33 @@ class GemmCall:
         self.blocks = ceil_div(m, RB)
         self.work = m * n * k
         self.one = np.dtype(dtype).type(1)
+        self.fast = None if exact else fast_product(dtype, m, n, k, (a_si, a_sk), (n, 1),
+                                                    self.offa, self.offb)
 
     def __call__(self, exact, a, b, out, batches):
         if batches == 0 or self.blocks == 0:
             return
+        if self.fast is not None and not exact:
+            self.fast(a, b, out, out, batches)
+            return
         fn = _MATMUL.get(exact, batches * self.work >= PARALLEL_WORK)
         fn(a, b, out, out, self.offa, self.offb, self.geo, self.one, self.one,
            batches * self.blocks, panels_for(out.dtype, 0))
+
+
+def _tile_plan(images, groups, mg, kk, p_, itemsize):
+    """The CONV_TILES entry point and its block arguments (shapes only, see _conv_tiles)."""
+    pb = max(MIN_COLS, COL_BLOCK_BYTES // max(1, kk * itemsize) // 32 * 32)
+    pb = min(pb, p_)
+    base = images * groups * ceil_div(p_, max(1, pb))
+    mb = mg
+    if base < MIN_TASKS:
+        mb = max(microkernel.MR, ceil_div(ceil_div(mg, ceil_div(MIN_TASKS, base)),
+                                          microkernel.MR) * microkernel.MR)
+    tasks = base * ceil_div(mg, max(1, mb))
+    fn = CONV_TILES.get(False, tasks > 1 and tasks * mb * pb * kk >= PARALLEL_WORK)
+    ensure_layer()          # numba.get_thread_id needs the threading layer running
+    return fn, (images, groups, mg, kk, max(1, pb), max(1, mb), tasks)
 
 
 def image_chunk(n_images, col_per_image, itemsize):
@@ -276,7 +387,7 @@ class ConvPlan:
     """What infer leaves for run in Conv and ConvTranspose."""
 
     __slots__ = ("geo", "gemm", "n", "c", "m", "in_size", "out_size", "col_size", "chunk",
-                 "direct", "wdt")
+                 "direct", "wdt", "tiles")
 
 
 class GroupedConv(OpKernel):
@@ -327,7 +438,11 @@ class Conv(GroupedConv):
         batches = p.chunk * g
         offb = np.arange(batches, dtype=np.int64) * (cg * k * out_size)
         offa = (np.arange(batches, dtype=np.int64) % g) * (mg * cg * k)
-        p.gemm = GemmCall(mg, out_size, cg * k, cg * k, 1, offa, offb, p.wdt)
+        p.gemm = GemmCall(mg, out_size, cg * k, cg * k, 1, offa, offb, p.wdt, ctx.exact)
+        p.tiles = None
+        if not ctx.exact and not p.direct and p.gemm.fast is not None and p.gemm.fast.own \
+                and p.col_size * p.wdt.itemsize > WHOLE_COL_BYTES and n * m > 0:
+            p.tiles = _tile_plan(n, g, mg, cg * k, out_size, p.wdt.itemsize)
         ctx.prepared = p
 
     def run(self, ctx: RunContext) -> None:
@@ -336,8 +451,16 @@ class Conv(GroupedConv):
         w = Float16.wide(ctx, ctx.flat_in[1])
         b = Float16.wide(ctx, ctx.flat_in[2] if len(ctx.flat_in) > 2 else None)
         y = Float16.out(ctx, ctx.flat_out[0])
-        col = None if p.direct else scratch(ctx, p.wdt, (p.chunk * p.col_size,))
         g = self.group
+        if p.tiles is not None:
+            fn, args = p.tiles
+            cols = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, args[3] * args[4]))
+            fn(x, w, y, p.geo, *args, cols, microkernel.work_for(p.wdt))
+            if b is not None and y.size:
+                ADD_BIAS.get(False, y.size >= PARALLEL_MIN)(y, b, p.n * p.m, p.m, p.out_size)
+            Float16.narrow(ctx.flat_out[0], y)
+            return
+        col = None if p.direct else scratch(ctx, p.wdt, (p.chunk * p.col_size,))
         for n0 in range(0, p.n, p.chunk):
             k = min(p.chunk, p.n - n0)
             xs = x[n0 * p.c * p.in_size:(n0 + k) * p.c * p.in_size]

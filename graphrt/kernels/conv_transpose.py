@@ -155,7 +155,7 @@ class ConvTranspose(GroupedConv):
         cg = c // g
         batches = np.arange(p.chunk * g, dtype=np.int64)
         p.gemm = GemmCall(mg * k, p.in_size, cg, 1, mg * k, (batches % g) * (cg * mg * k),
-                          batches * (cg * p.in_size), p.wdt)
+                          batches * (cg * p.in_size), p.wdt, ctx.exact)
         ctx.prepared = p
 
     def run(self, ctx: RunContext) -> None:

@@ -143,7 +143,7 @@ class DeformConv(OpKernel):
         mg = m // g
         batches = np.arange(p.chunk * g, dtype=np.int64)
         p.gemm = GemmCall(mg, p.out_size, cg * k, cg * k, 1, (batches % g) * (mg * cg * k),
-                          batches * (cg * k * p.out_size), p.wdt)
+                          batches * (cg * k * p.out_size), p.wdt, ctx.exact)
         ctx.prepared = p
 
     def run(self, ctx: RunContext) -> None:

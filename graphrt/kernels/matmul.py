@@ -20,14 +20,16 @@ paths and what each guarantees: docs/kernels-gemm.md.
 """
 from __future__ import annotations
 
+import os
 import threading
 
 import numba
 import numpy as np
 from numba import njit, prange
 
+from ..errors import ErrorKind, SessionError
 from ..threads import ensure_layer
-from . import blas
+from . import blas, microkernel
 from .base import InferContext, OpKernel, RunContext
 from .broadcast import broadcast_shape, element_strides
 from .pointwise import BF16, F16, compute_dtype, narrow, result_buffer, widen
@@ -151,15 +153,17 @@ MIN_ROWS, MIN_COLS = 128, 256   # a tile is not cut below these (smaller ones lo
 
 # BLAS geometry vector layout (int64), filled by _plan_blas
 (_T_M, _T_N, _T_K, _T_MB, _T_NB, _T_TM, _T_TN, _T_KIND, _T_TA, _T_LDA, _T_A_SI, _T_TB, _T_LDB,
- _T_B_SJ, _T_C_SI, _T_C_SJ, _T_HAS_C) = range(17)
+ _T_B_SJ, _T_C_SI, _T_C_SJ, _T_HAS_C, _T_A_SK, _T_B_SK) = range(19)
+OWN = True
+MK = None    # microkernel.SOURCE_TAG where OWN (renames the variants when it changes)
 
 
-def _blas_tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks):
+def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work):
     """Task t: batch entry t // (tm * tn), then a row block and a column block of it;
-    out[rows, cols] = A'[rows] B'[:, cols] in one ?gemm call on the calling thread (alpha 1,
-    beta 0: unit holds those two), then Gemm's epilogue on the tile while it is in cache.
-    Row-major out = A'B' is column-major out^T = B'^T A'^T, so B is the BLAS's first
-    operand."""
+    out[rows, cols] = A'[rows] B'[:, cols] by graphrt's micro-kernel (OWN) or one ?gemm call
+    (alpha 1, beta 0: unit holds those two) on the calling thread, then Gemm's epilogue on
+    the tile while it is in cache. For the BLAS, row-major out = A'B' is column-major
+    out^T = B'^T A'^T, so B is its first operand."""
     m = g[_T_M]
     n = g[_T_N]
     kk = g[_T_K]
@@ -187,10 +191,16 @@ def _blas_tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks):
         j0 = (r - ti * tn) * nb
         w = min(n, j0 + nb) - j0
         oo = batch * m * n
-        blas.XXGEMM(kind, tb, ta, w, r1 - r0, kk, blas.ptr(unit, 0),
-                    blas.ptr(b, offb[batch] + j0 * b_sj), ldb,
-                    blas.ptr(a, offa[batch] + r0 * a_si), lda, blas.ptr(unit, 1),
-                    blas.ptr(out, oo + r0 * n + j0), n)
+        if OWN:
+            ap, bp, cb = microkernel.carve(work[numba.get_thread_id()], r1 - r0, w, kk)
+            microkernel.tile_product(a, offa[batch] + r0 * a_si, a_si, g[_T_A_SK], b,
+                                     offb[batch] + j0 * b_sj, g[_T_B_SK], b_sj, out,
+                                     oo + r0 * n + j0, n, r1 - r0, w, kk, ap, bp, cb)
+        else:
+            blas.XXGEMM(kind, tb, ta, w, r1 - r0, kk, blas.ptr(unit, 0),
+                        blas.ptr(b, offb[batch] + j0 * b_sj), ldb,
+                        blas.ptr(a, offa[batch] + r0 * a_si), lda, blas.ptr(unit, 1),
+                        blas.ptr(out, oo + r0 * n + j0), n)
         if GEMM:
             for i in range(r0, r1):
                 row = out[oo + i * n + j0:oo + i * n + j0 + w]
@@ -208,33 +218,53 @@ def _blas_tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks):
 
 
 # Fast mode only: the exact variants are never compiled.
-_BLAS_MATMUL = Variants(_blas_tiles, "matmul_blas", parallel=True, GEMM=False)
-_BLAS_GEMM = Variants(_blas_tiles, "gemm_blas", parallel=True, GEMM=True, EPILOGUE=_epilogue,
-                      SCALE=_scale)
+_BLAS_MATMUL = Variants(_tiles, "matmul_blas", parallel=True, GEMM=False, OWN=False)
+_BLAS_GEMM = Variants(_tiles, "gemm_blas", parallel=True, GEMM=True, EPILOGUE=_epilogue,
+                      SCALE=_scale, OWN=False)
+_OWN_MATMUL = Variants(_tiles, "matmul_tiles", parallel=True, GEMM=False, OWN=True,
+                       MK=microkernel.SOURCE_TAG)
+_OWN_GEMM = Variants(_tiles, "gemm_tiles", parallel=True, GEMM=True, EPILOGUE=_epilogue,
+                     SCALE=_scale, OWN=True, MK=microkernel.SOURCE_TAG)
+_OWN = {_BLAS_MATMUL: _OWN_MATMUL, _BLAS_GEMM: _OWN_GEMM}
 
 
-class _BlasCall:
-    """One plan's BLAS product; the call holds the BLAS at one thread. ``batches`` (at most
-    the planned count) runs the first batch entries only."""
+class _TileCall:
+    """One plan's tiled product; a BLAS call holds the BLAS at one thread. ``batches`` (at
+    most the planned count) runs the first batch entries only."""
 
-    __slots__ = ("fn", "offa", "offb", "geo", "tasks", "alpha", "beta", "unit")
+    __slots__ = ("fn", "offa", "offb", "geo", "tasks", "alpha", "beta", "unit", "own")
 
     def __call__(self, a, b, c, out, batches: int | None = None) -> None:
         tasks = self.tasks if batches is None else \
             min(batches, len(self.offa)) * int(self.geo[_T_TM] * self.geo[_T_TN])
+        if self.own:
+            self.fn(a, b, c, out, self.offa, self.offb, self.geo, self.alpha, self.beta,
+                    self.unit, tasks, microkernel.work_for(out.dtype))
+            return
         blas.enter()
         try:
             self.fn(a, b, c, out, self.offa, self.offb, self.geo, self.alpha, self.beta,
-                    self.unit, tasks)
+                    self.unit, tasks, self.unit)
         finally:
             blas.leave()
 
 
-def blas_product(dtype, m, n, k, a_strides, b_strides, offa, offb):
+def gemm_path() -> str:
+    """The fast-mode float product, from GRAPHRT_GEMM (read when a plan is made): 'tiles'
+    (the default: graphrt's micro-kernel), 'blas' (scipy's BLAS per tile where it is usable,
+    else the micro-kernel) or 'loop' (the blocked kernel above)."""
+    path = os.environ.get("GRAPHRT_GEMM", "tiles")
+    if path not in ("tiles", "blas", "loop"):
+        raise SessionError(ErrorKind.UNSUPPORTED,
+                           f"GRAPHRT_GEMM={path!r}: expected tiles, blas or loop")
+    return path
+
+
+def fast_product(dtype, m, n, k, a_strides, b_strides, offa, offb):
     """For other kernels' products in fast mode: out[b] (an m x n C-order block at b*m*n) =
     A_b @ B_b for b < len(offa), A_b[i, k] = a[offa[b] + i*a_si + k*a_sk], B_b[k, j] =
-    b[offb[b] + k*b_sk + j*b_sj], as BLAS tiles. Call it as ``call(a, b, out, out,
-    batches)``. None where the BLAS path does not apply (use _MATMUL then)."""
+    b[offb[b] + k*b_sk + j*b_sj], as tiles (gemm_path). Call it as ``call(a, b, out, out,
+    batches)``. None where the tiles do not apply (use _MATMUL then)."""
     geo = [0] * 11
     geo[_M], geo[_N], geo[_K] = m, n, k
     geo[_A_SI], geo[_A_SK] = a_strides
@@ -273,11 +303,15 @@ def _operand(s_outer, s_inner, outer, inner):
 
 
 def _plan_blas(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=True):
-    """The BLAS form of a fast-mode float product, or None where it does not apply (exact
-    mode and other types use the kernel above)."""
+    """The tiled form of a fast-mode float product (gemm_path), or None where it does not
+    apply (exact mode and other types use the kernel above)."""
     kind = blas.KIND.get(dt)
+    path = gemm_path()
     m, n, k = int(geo[_M]), int(geo[_N]), int(geo[_K])
-    if kind is None or nb * m * n * k < BLAS_MIN_WORK or not blas.available():
+    if kind is None or path == "loop" or nb * m * n == 0:
+        return None             # (an empty output: the blocked kernel has nothing to do)
+    own = path == "tiles" or not blas.available()
+    if not own and nb * m * n * k < BLAS_MIN_WORK:
         return None
     offa = np.asarray(offa, dtype=np.int64)
     offb = np.asarray(offb, dtype=np.int64)
@@ -287,21 +321,27 @@ def _plan_blas(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=True
         m, nb, offa, offb = nb * m, 1, offa[:1], offb[:1]
     fa = _operand(int(geo[_A_SI]), int(geo[_A_SK]), m, k)
     fb = _operand(int(geo[_B_SK]), int(geo[_B_SJ]), k, n)
-    if fa is None or fb is None or max(m, n, k, fa[1], fb[1]) > blas.INT_MAX:
+    if not own and (fa is None or fb is None or max(m, n, k, fa[1], fb[1]) > blas.INT_MAX):
         return None
     mb, cb = _tiling(nb, m, n, k)
-    g = np.zeros(17, dtype=np.int64)
+    g = np.zeros(19, dtype=np.int64)
     g[_T_M], g[_T_N], g[_T_K], g[_T_MB], g[_T_NB] = m, n, k, mb, cb
-    g[_T_TM], g[_T_TN] = -(-m // mb), -(-n // cb)
+    g[_T_TM], g[_T_TN] = -(-m // max(1, mb)), -(-n // max(1, cb))
     g[_T_KIND] = kind
-    g[_T_TA], g[_T_LDA] = fa
-    g[_T_TB], g[_T_LDB] = fb
+    if not own:
+        g[_T_TA], g[_T_LDA] = fa
+        g[_T_TB], g[_T_LDB] = fb
     g[_T_A_SI], g[_T_B_SJ] = geo[_A_SI], geo[_B_SJ]
+    g[_T_A_SK], g[_T_B_SK] = geo[_A_SK], geo[_B_SK]
     g[_T_C_SI], g[_T_C_SJ], g[_T_HAS_C] = geo[_C_SI], geo[_C_SJ], geo[_HAS_C]
-    call = _BlasCall()
+    call = _TileCall()
+    call.own = own
     call.tasks = int(nb * g[_T_TM] * g[_T_TN])
-    call.fn = variants.get(False, call.tasks > 1 and nb * m * n * k >= PARALLEL_WORK)
-    if call.tasks > 1:
+    call.fn = (_OWN[variants] if own else variants).get(
+        False, call.tasks > 1 and nb * m * n * k >= PARALLEL_WORK)
+    if call.tasks > 1 or own:
+        # own tiles take their scratch by numba.get_thread_id, which links against the
+        # threading layer even in serial code: the layer must run before the kernel does
         ensure_layer()
     call.offa, call.offb, call.geo = offa, offb, g
     call.alpha, call.beta = dt.type(alpha), dt.type(beta)

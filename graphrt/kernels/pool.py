@@ -30,13 +30,14 @@ from .. import dtypes as _dt
 from ..errors import ErrorKind
 from .base import InferContext, OpKernel, RunContext
 from .broadcast import PARALLEL_MIN
-from .conv import (_D, _DD, _DH, _DW, _H, _OD, _OH, _OW, _PD, _PH, _PW, _SD, _SH, _SW, _W,
+from .conv import (_D, _DD, _DH, _DW, _H, _KW, _OD, _OH, _OW, _PD, _PH, _PW, _SD, _SH, _SW, _W,
                    FLOATS, Axes, Float16, Window, check_rank, geometry)
 from .jit import Variants
 from .layout import _word
 
 EXACT = False
 KIND = 0
+CIP = False
 MAX, AVG, LP = 0, 1, 2
 
 # aux vector: index strides of the spatial axes, flags
@@ -129,6 +130,62 @@ def _pool(x, y, ind, g, lim, aux, planes, zero, p):
                             y[o] = v
 
 
+def _pool_rows(x, y, g, lim, planes, lowest):
+    """Max (KIND MAX) or sum-then-divide (AVG) pooling one output row at a time, for windows
+    that all hold a tap and no Indices: per row, the taps in the same row-major order as
+    ``_pool`` (kd, kh, then kw ascending), each applied to the whole row, so the loop over
+    output positions is the inner, vectorisable one. Max starts from ``lowest`` (the same
+    result as starting from the first tap: -inf or the type's minimum is never taken over
+    itself, and a NaN tap is taken either way)."""
+    d_, h_, w_ = g[_D], g[_H], g[_W]
+    od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
+    dd, dh, dw = g[_DD], g[_DH], g[_DW]
+    sw, pw = g[_SW], g[_PW]
+    kw_ = g[_KW]
+    lh = 3 * od_
+    lw = 3 * (od_ + oh_)
+    ip = d_ * h_ * w_
+    for t in prange(planes * od_ * oh_):
+        plane = t // (od_ * oh_)
+        r = t - plane * (od_ * oh_)
+        od = r // oh_
+        oh = r - od * oh_
+        xo = plane * ip
+        d0 = od * g[_SD] - g[_PD]
+        h0 = oh * g[_SH] - g[_PH]
+        kd0, kd1 = lim[3 * od], lim[3 * od + 1]
+        kh0, kh1 = lim[lh + 3 * oh], lim[lh + 3 * oh + 1]
+        yo = plane * od_ * oh_ * ow_ + (od * oh_ + oh) * ow_
+        row = y[yo:yo + ow_]
+        for j in range(ow_):
+            row[j] = lowest
+        for kd in range(kd0, kd1):
+            for kh in range(kh0, kh1):
+                base = xo + ((d0 + kd * dd) * h_ + h0 + kh * dh) * w_
+                for kw in range(kw_):
+                    off = kw * dw - pw      # input column of output 0's tap kw
+                    lo = min(ow_, max(0, (-off + sw - 1) // sw))
+                    hi = min(ow_, max(lo, (w_ - 1 - off) // sw + 1))
+                    for j in range(lo, hi):
+                        v = x[base + off + j * sw]
+                        if KIND == MAX:
+                            b = row[j]
+                            row[j] = v if ((v > b) | (v != v)) & (b == b) else b
+                        else:
+                            row[j] = row[j] + v
+        if KIND == AVG:
+            for j in range(ow_):
+                if CIP:
+                    cnt = lim[3 * od + 2] * lim[lh + 3 * oh + 2] * lim[lw + 3 * j + 2]
+                else:
+                    cnt = (kd1 - kd0) * (kh1 - kh0) * (lim[lw + 3 * j + 1] - lim[lw + 3 * j])
+                v = row[j] / cnt
+                if EXACT and v != v:
+                    row[j] = np.nan
+                else:
+                    row[j] = v
+
+
 def window_limits(ax, spatial) -> np.ndarray:
     """(k0, k1, n) per canonical axis and output position, for ``_pool``."""
     rows = []
@@ -150,6 +207,9 @@ def window_limits(ax, spatial) -> np.ndarray:
 
 # Comparisons only: max pooling's fast variant serves both modes.
 _MAX = Variants(_pool, "maxpool", parallel=True, KIND=MAX)
+_MAX_ROWS = Variants(_pool_rows, "maxpool_rows", parallel=True, KIND=MAX, CIP=False)
+_AVG_ROWS = {cip: Variants(_pool_rows, f"averagepool_rows_{int(cip)}", parallel=True, KIND=AVG,
+                           CIP=cip) for cip in (False, True)}
 _AVG = Variants(_pool, "averagepool", parallel=True, KIND=AVG)
 _LP = Variants(_pool, "lppool", parallel=True, KIND=LP)
 
@@ -157,7 +217,7 @@ _NO_INDICES = np.zeros(1, dtype=np.int64)
 
 
 class _Plan:
-    __slots__ = ("geo", "lim", "aux", "aux_ind", "planes", "fn", "zero")
+    __slots__ = ("geo", "lim", "aux", "aux_ind", "planes", "fn", "zero", "rows", "lowest")
 
 
 class _Pool(OpKernel):
@@ -211,6 +271,14 @@ class _Pool(OpKernel):
         p.zero = wide.type(0)
         p.fn = self.VARIANTS.get(ctx.exact and self.VARIANTS is not _MAX,
                                  size >= PARALLEL_MIN and p.planes > 1)
+        p.rows = None
+        lim = p.lim.reshape(-1, 3)
+        if self.node.n_outputs == 1 and (lim[:, 0] < lim[:, 1]).all() and \
+                self.VARIANTS in (_MAX, _AVG) and not self.GLOBAL:
+            rows = _MAX_ROWS if self.VARIANTS is _MAX else _AVG_ROWS[self.count_include_pad]
+            p.rows = rows.get(ctx.exact and rows is not _MAX_ROWS, size >= PARALLEL_MIN)
+            p.lowest = (wide.type(-np.inf) if wide.kind == "f" else np.iinfo(wide).min) \
+                if self.VARIANTS is _MAX else p.zero
         ctx.prepared = p
 
     def run(self, ctx: RunContext) -> None:
@@ -218,6 +286,10 @@ class _Pool(OpKernel):
         x = Float16.wide(ctx, ctx.flat_in[0])
         y = Float16.out(ctx, ctx.flat_out[0])
         ind = ctx.flat_out[1] if len(ctx.flat_out) > 1 else None
+        if p.rows is not None:
+            p.rows(x, y, p.geo, p.lim, p.planes, p.lowest)
+            Float16.narrow(ctx.flat_out[0], y)
+            return
         p.fn(x, y, _NO_INDICES if ind is None else ind, p.geo, p.lim,
              p.aux if ind is None else p.aux_ind, p.planes, p.zero, self.p)
         Float16.narrow(ctx.flat_out[0], y)

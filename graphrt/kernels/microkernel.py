@@ -1,0 +1,358 @@
+"""graphrt's own register-blocked GEMM for fast mode (float32 and float64).
+
+    out[i, j] = sum_k a[ao + i*a_si + k*a_sk] * b[bo + k*b_sk + j*b_sj]   (i < rows, j < cols)
+
+Every output element is one accumulator: acc = 0, then acc = fma(a[i, k], b[k, j], acc) for k
+ascending, in the element type. Blocking (KC values of k at a time, the partial sum waiting in
+``out`` between blocks), packing, the tile an element falls in and the thread that runs it
+change where the sum waits, never its order or its operations, so the bits of an element
+depend on its row of A, its column of B and K only: not on M, N, the batch, the tiling or
+the thread count. Identical rows of A give identical rows of the result (onnx's light zoo
+models depend on that: their weights are constant, so their logits tie).
+
+The inner loop is a micro-kernel written in LLVM IR (``_micro``): MR rows by NR columns of
+accumulators held in vector registers (NR = two vectors of the widest registers the target
+has), one broadcast of A and two loads of B per row and k. A and B are packed into
+zero-padded panels first (MR-row panels of A, NR-column panels of B, k-major); padded lanes
+are computed and thrown away, edge tiles go through a small buffer.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import llvmlite.binding as llb
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+
+# Kernels that call into this module bind SOURCE_TAG (jit.Variants hashes it into their
+# names), so an edit here (the IR generator included) renames them in numba's cache.
+with open(__file__, "rb") as _f:
+    SOURCE_TAG = hashlib.sha1(_f.read()).hexdigest()[:12]
+
+
+def _vector_bytes() -> int:
+    if numba.config.CPU_NAME:           # a forced target (e.g. "generic"): stay portable
+        return 16
+    feats = llb.get_host_cpu_features()
+    return 64 if feats.get("avx512f") else 32 if feats.get("avx2") else 16
+
+
+VBYTES = _vector_bytes()
+# Rows of accumulators: 2 * MR vector registers must fit beside 3 more (32 with AVX-512, 16
+# below). Both are compile-time constants of the kernels below.
+MR = 12 if VBYTES == 64 else 6
+KC = 256                    # k per block: an A panel and a B panel stay in L1
+MC = 8 * MR                 # rows per packed block of A (stays in L2)
+NC_BYTES = 1 << 19          # a packed block of B (KC x NC) stays in L2
+DIRECT_B = True
+FEW_ROWS = 4                # fewer rows with transposed B: _dot_rows (no packing of B)
+
+
+def nr_of(itemsize: int) -> int:
+    """Columns of a micro-tile: two vectors."""
+    return 2 * VBYTES // itemsize
+
+
+NR32 = nr_of(4)
+NR64 = nr_of(8)
+
+
+def _make_micro(rows: int):
+    """The micro-kernel for ``rows`` rows (at most MR) of a packed A panel."""
+    def micro(typingctx, ap, a_off, bp, b_off, ldb, c, c_off, ldc, kc, load):
+        return _micro_ir(rows, ap, a_off, bp, b_off, ldb, c, c_off, ldc, kc, load)
+
+    micro.__name__ = micro.__qualname__ = f"micro{rows}"
+    return intrinsic(micro)
+
+
+def _micro_ir(rows, ap, a_off, bp, b_off, ldb, c, c_off, ldc, kc, load):
+    """c[c_off + r*ldc + j] (r < rows, j < NR) = (load ? c : 0) + sum over k < kc of
+    ap[a_off + k*MR + r] * bp[b_off + k*ldb + j], each step one fused multiply-add."""
+    dt = ap.dtype
+    sig = types.void(ap, types.intp, bp, types.intp, types.intp, c, types.intp, types.intp,
+                     types.intp, types.boolean)
+
+    def codegen(context, builder, sig, args):
+        a_arr, a_off, b_arr, b_off, ldb, c_arr, c_off, ldc, kc, load = args
+        fty = context.get_value_type(dt)
+        lanes = VBYTES // (4 if dt == types.float32 else 8)
+        vty = ir.VectorType(fty, lanes)
+        mod = builder.module
+        suffix = f"v{lanes}f{32 if dt == types.float32 else 64}"
+        fma = cgutils.get_or_insert_function(mod, ir.FunctionType(vty, [vty] * 3),
+                                             f"llvm.fma.{suffix}")
+        a_base = builder.gep(context.make_array(sig.args[0])(context, builder, a_arr).data,
+                             [a_off])
+        b_base = builder.gep(context.make_array(sig.args[2])(context, builder, b_arr).data,
+                             [b_off])
+        c_base = builder.gep(context.make_array(sig.args[5])(context, builder, c_arr).data,
+                             [c_off])
+        i64 = ir.IntType(64)
+        zero_v = ir.Constant(vty, [0.0] * lanes)
+
+        align = 4 if dt == types.float32 else 8
+
+        def vload(ptr):
+            return builder.load(builder.bitcast(ptr, vty.as_pointer()), align=align)
+
+        # initial accumulators: C's tile when ``load``, else zeros
+        init = []
+        for r in range(rows):
+            row = builder.gep(c_base, [builder.mul(ldc, ir.Constant(i64, r))])
+            for h in range(2):
+                v = vload(builder.gep(row, [ir.Constant(i64, h * lanes)]))
+                init.append(builder.select(load, v, zero_v))
+        entry = builder.block
+        loop = builder.append_basic_block("micro_loop")
+        done = builder.append_basic_block("micro_done")
+        has_work = builder.icmp_signed(">", kc, ir.Constant(i64, 0))
+        builder.cbranch(has_work, loop, done)
+
+        builder.position_at_end(loop)
+        k = builder.phi(i64)
+        k.add_incoming(ir.Constant(i64, 0), entry)
+        accs = []
+        for v in init:
+            p = builder.phi(vty)
+            p.add_incoming(v, entry)
+            accs.append(p)
+        bk = builder.gep(b_base, [builder.mul(k, ldb)])
+        b0 = vload(bk)
+        b1 = vload(builder.gep(bk, [ir.Constant(i64, lanes)]))
+        ak = builder.gep(a_base, [builder.mul(k, ir.Constant(i64, MR))])
+        new = []
+        undef = ir.Constant(vty, ir.Undefined)
+        mask = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
+        for r in range(rows):
+            s = builder.load(builder.gep(ak, [ir.Constant(i64, r)]))
+            sv = builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(
+                ir.IntType(32), 0)), undef, mask)
+            new.append(builder.call(fma, [sv, b0, accs[2 * r]]))
+            new.append(builder.call(fma, [sv, b1, accs[2 * r + 1]]))
+        k_next = builder.add(k, ir.Constant(i64, 1))
+        k.add_incoming(k_next, builder.block)
+        for p, v in zip(accs, new):
+            p.add_incoming(v, builder.block)
+        builder.cbranch(builder.icmp_signed("<", k_next, kc), loop, done)
+
+        builder.position_at_end(done)
+        outs = []
+        for i, v in enumerate(init):
+            out = builder.phi(vty)
+            out.add_incoming(v, entry)
+            out.add_incoming(new[i], loop)
+            outs.append(out)
+        for r in range(rows):
+            row = builder.gep(c_base, [builder.mul(ldc, ir.Constant(i64, r))])
+            for h in range(2):
+                ptr = builder.bitcast(builder.gep(row, [ir.Constant(i64, h * lanes)]),
+                                      vty.as_pointer())
+                builder.store(outs[2 * r + h], ptr, align=align)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+_micro = _make_micro(MR)
+_micro8 = _make_micro(8)
+_micro4 = _make_micro(4)
+
+
+@intrinsic
+def _fma(typingctx, x, y, z):
+    """x * y + z rounded once (llvm.fma), the micro-kernel's step on one element."""
+    sig = x(x, x, x)
+
+    def codegen(context, builder, sig, args):
+        fty = context.get_value_type(sig.return_type)
+        name = "llvm.fma.f32" if sig.return_type == types.float32 else "llvm.fma.f64"
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(fty, [fty] * 3),
+                                            name)
+        return builder.call(fn, args)
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb):
+    """The few-rows case with B's columns contiguous in k (B transposed, e.g. a Gemm with
+    transB over one input row): eight columns at a time, each its own FMA chain over k
+    ascending, the same operations as the micro-kernel's, read without packing."""
+    cb[0] = 0
+    z = cb[0]                   # a zero of the element type
+    for i in range(rows):
+        ai = ao + i * a_si
+        arow = a[ai:ai + (kk - 1) * a_sk + 1]
+        for j0 in range(0, cols, 8):
+            if j0 + 8 <= cols:
+                # eight chains in flight: an FMA's latency is about four times its rate
+                q = bo + j0 * b_sj
+                # row slices: indices known non-negative, no wrap-around test per load
+                r0 = b[q:q + kk]
+                r1 = b[q + b_sj:q + b_sj + kk]
+                r2 = b[q + 2 * b_sj:q + 2 * b_sj + kk]
+                r3 = b[q + 3 * b_sj:q + 3 * b_sj + kk]
+                r4 = b[q + 4 * b_sj:q + 4 * b_sj + kk]
+                r5 = b[q + 5 * b_sj:q + 5 * b_sj + kk]
+                r6 = b[q + 6 * b_sj:q + 6 * b_sj + kk]
+                r7 = b[q + 7 * b_sj:q + 7 * b_sj + kk]
+                s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = z
+                for k in range(kk):
+                    x = arow[k * a_sk]
+                    s0 = _fma(x, r0[k], s0)
+                    s1 = _fma(x, r1[k], s1)
+                    s2 = _fma(x, r2[k], s2)
+                    s3 = _fma(x, r3[k], s3)
+                    s4 = _fma(x, r4[k], s4)
+                    s5 = _fma(x, r5[k], s5)
+                    s6 = _fma(x, r6[k], s6)
+                    s7 = _fma(x, r7[k], s7)
+                o = oo + i * ldo + j0
+                out[o] = s0
+                out[o + 1] = s1
+                out[o + 2] = s2
+                out[o + 3] = s3
+                out[o + 4] = s4
+                out[o + 5] = s5
+                out[o + 6] = s6
+                out[o + 7] = s7
+            else:
+                for j in range(j0, cols):
+                    bj = bo + j * b_sj
+                    s0 = z
+                    for k in range(kk):
+                        s0 = _fma(a[ai + k * a_sk], b[bj + k], s0)
+                    out[oo + i * ldo + j] = s0
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk,
+                 ap, bp, cb):
+    """out[oo + i*ldo + j] = A[i, :] @ B[:, j] for i < rows, j < cols (module docstring),
+    NC columns at a time. ``ap``, ``bp``, ``cb``: scratch from carve(work, rows, cols, kk)."""
+    if kk == 0:
+        for i in range(rows):
+            for j in range(cols):
+                out[oo + i * ldo + j] = 0
+        return
+    if rows < FEW_ROWS and b_sk == 1 and b_sj != 1:
+        _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb)
+        return
+    nc = bp.size // max(1, min(KC, kk))
+    for jc in range(0, cols, nc):
+        _block(a, ao, a_si, a_sk, b, bo + jc * b_sj, b_sk, b_sj, out, oo + jc, ldo, rows,
+               min(nc, cols - jc), kk, ap, bp, cb)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, ap, bp, cb):
+    nr = cb.size // MR
+    # B's rows are read in place where its columns are contiguous (only edge panels are
+    # packed): packing would cost a copy per element for little gain at these sizes
+    direct = b_sj == 1 and DIRECT_B
+    npan = (cols + nr - 1) // nr
+    for pc in range(0, kk, KC):
+        kc = min(KC, kk - pc)
+        for jp in range(npan):
+            j0 = jp * nr
+            w = min(nr, cols - j0)
+            if direct and w == nr:
+                continue
+            base = jp * kc * nr
+            for k in range(kc):
+                s = bo + (pc + k) * b_sk + j0 * b_sj
+                d = base + k * nr
+                if b_sj == 1:
+                    for jj in range(w):
+                        bp[d + jj] = b[s + jj]
+                else:
+                    for jj in range(w):
+                        bp[d + jj] = b[s + jj * b_sj]
+                for jj in range(w, nr):
+                    bp[d + jj] = 0
+        for ic in range(0, rows, MC):
+            mc = min(MC, rows - ic)
+            mpan = (mc + MR - 1) // MR
+            for ip in range(mpan):
+                i0 = ic + ip * MR
+                h = min(MR, rows - i0)
+                base = ip * kc * MR
+                for k in range(kc):
+                    d = base + k * MR
+                    s = ao + i0 * a_si + (pc + k) * a_sk
+                    for ii in range(h):
+                        ap[d + ii] = a[s + ii * a_si]
+                    for ii in range(h, MR):
+                        ap[d + ii] = 0
+            for jp in range(npan):
+                j0 = jp * nr
+                w = min(nr, cols - j0)
+                for ip in range(mpan):
+                    i0 = ic + ip * MR
+                    h = min(MR, rows - i0)
+                    co = oo + i0 * ldo + j0
+                    if direct and w == nr:
+                        bsrc, boff, ldb = b, bo + pc * b_sk + j0, b_sk
+                    else:
+                        bsrc, boff, ldb = bp, jp * kc * nr, nr
+                    if h == MR and w == nr:
+                        _micro(ap, ip * kc * MR, bsrc, boff, ldb, out, co, ldo, kc, pc > 0)
+                    elif h == 8 and w == nr:
+                        _micro8(ap, ip * kc * MR, bsrc, boff, ldb, out, co, ldo, kc, pc > 0)
+                    elif h == 4 and w == nr:
+                        _micro4(ap, ip * kc * MR, bsrc, boff, ldb, out, co, ldo, kc, pc > 0)
+                    else:
+                        if pc > 0:
+                            for ii in range(h):
+                                for jj in range(w):
+                                    cb[ii * nr + jj] = out[co + ii * ldo + jj]
+                        _micro(ap, ip * kc * MR, bsrc, boff, ldb, cb, 0, nr, kc, pc > 0)
+                        for ii in range(h):
+                            for jj in range(w):
+                                out[co + ii * ldo + jj] = cb[ii * nr + jj]
+
+
+@njit(cache=True, nogil=True)
+def carve(work, rows, cols, kk):
+    """The A, B and edge scratch tile_product needs for a rows x cols tile over kk, as views
+    of ``work`` (at least work_size(itemsize) elements); the B block holds a whole number of
+    NR-column panels."""
+    nr = 2 * VBYTES // work.itemsize
+    kc = max(1, min(KC, kk))
+    nc = max(1, NC_BYTES // (KC * nr * work.itemsize)) * nr
+    nc = min(nc, (cols + nr - 1) // nr * nr)
+    mc = min(MC, (rows + MR - 1) // MR * MR)
+    sa = max(1, mc) * kc
+    sb = kc * max(nr, nc)
+    return work[:sa], work[sa:sa + sb], work[sa + sb:sa + sb + MR * nr]
+
+
+def work_size(itemsize: int) -> int:
+    """Elements of scratch one tile_product call needs at most (see carve)."""
+    nr = nr_of(itemsize)
+    nc = max(1, NC_BYTES // (KC * nr * itemsize)) * nr
+    return MC * KC + KC * max(nr, nc) + MR * nr
+
+
+_WORK = threading.local()
+
+
+def work_for(dtype) -> np.ndarray:
+    """Per-thread tile scratch: one row of work_size elements per numba pool thread (kernels
+    take row numba.get_thread_id()), kept per Python thread and reused, so warm runs allocate
+    nothing and concurrent runs (each on its own Python thread) never share one."""
+    cache = getattr(_WORK, "cache", None)
+    if cache is None:
+        cache = _WORK.cache = {}
+    dt = np.dtype(dtype)
+    buf = cache.get(dt)
+    if buf is None:
+        buf = cache[dt] = np.empty((numba.config.NUMBA_NUM_THREADS, work_size(dt.itemsize)), dt)
+    return buf

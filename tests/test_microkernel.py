@@ -1,0 +1,96 @@
+"""graphrt's fast-mode GEMM micro-kernel (graphrt/kernels/microkernel.py): values against a
+float64 product, and the promise that an element's bits depend on its row of A, its column
+of B and K only — not on M, N, where the tile cuts, the operand layout or the path taken."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import graphrt
+from graphrt.kernels import microkernel as mk
+
+from .helpers import model_of
+
+SHAPES = [(1, 1, 1), (1, 7, 5), (13, 7, 37), (12, 256, 32), (25, 300, 70), (3, 513, 100),
+          (40, 0, 9), (97, 1031, 45), (2, 64, 600)]
+
+
+def product(a, b, *, transposed_b=False):
+    m, k = a.shape
+    n = b.shape[0] if transposed_b else b.shape[1]
+    out = np.full(m * n, np.nan, a.dtype)
+    ap, bp, cb = mk.carve(mk.work_for(out.dtype)[0], m, n, k)
+    if transposed_b:    # b holds B^T (n, k): B[k, j] at j * k + k
+        mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, 1, k, out, 0, n, m, n, k,
+                        ap, bp, cb)
+    else:
+        mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, n, 1, out, 0, n, m, n, k,
+                        ap, bp, cb)
+    return out.reshape(m, n)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("m,k,n", SHAPES)
+def test_values_and_layouts(m, k, n, dt):
+    rng = np.random.default_rng(m * 1000 + k + n)
+    a = rng.standard_normal((m, k)).astype(dt)
+    b = rng.standard_normal((k, n)).astype(dt)
+    y = product(a, b)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 1e-5 if dt == np.float32 else 1e-13
+    np.testing.assert_allclose(y, want, rtol=tol, atol=tol * max(1, np.sqrt(k)))
+    # B transposed in memory (packed panels, or the few-rows path): the same bits
+    assert product(a, np.ascontiguousarray(b.T), transposed_b=True).tobytes() == y.tobytes()
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_bits_do_not_depend_on_m_n_or_position(dt):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((50, 700)).astype(dt)
+    b = rng.standard_normal((700, 90)).astype(dt)
+    full = product(a, b)
+    for i in (0, 11, 12, 49):           # alone, at a panel's last row, first row, the edge
+        assert product(a[i:i + 1], b).tobytes() == full[i:i + 1].tobytes()
+    assert product(a[5:30], b[:, 3:70]).tobytes() == \
+        np.ascontiguousarray(full[5:30, 3:70]).tobytes()
+
+
+def test_identical_rows_give_identical_results():
+    """onnx's light models have constant weights: their channels must tie exactly."""
+    rng = np.random.default_rng(2)
+    w = np.full((100, 300), 0.0123, np.float32)
+    x = rng.standard_normal((300, 169)).astype(np.float32)
+    y = product(w, x)
+    assert (y == y[0]).all()
+
+
+def test_conv_channels_with_equal_weights_tie_in_fast_mode():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 16, 13, 13)).astype(np.float32)
+    w = np.full((40, 16, 3, 3), 0.05, np.float32)
+    model = model_of("Conv", {"X": x, "W": w}, [("Y", np.float32)], {"pads": [1, 1, 1, 1]})
+    y = graphrt.Session(model).run(None, {"X": x, "W": w})[0]
+    assert (y == y[:, :1]).all()
+
+
+@pytest.mark.parametrize("group,stride,pads", [(1, 1, 1), (2, 2, 0), (1, 3, 2)])
+def test_conv_tiles_equal_the_whole_image_path(group, stride, pads, monkeypatch):
+    """A large Conv unfolds blocks of output positions per task (conv._conv_tiles); the bits
+    are the whole-image column matrix's, at 1 and 2 threads."""
+    from graphrt.kernels import conv
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 16, 150, 150)).astype(np.float32)
+    w = rng.standard_normal((24, 16 // group, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(24).astype(np.float32)
+    attrs = {"pads": [pads] * 4, "strides": [stride] * 2, "group": group}
+    model = model_of("Conv", {"X": x, "W": w, "B": b}, [("Y", np.float32)], attrs)
+    feeds = {"X": x, "W": w, "B": b}
+    monkeypatch.setattr(conv, "WHOLE_COL_BYTES", 1 << 16)
+    tiles = [graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=t)).run(
+        None, feeds)[0] for t in (1, 2)]
+    monkeypatch.setattr(conv, "WHOLE_COL_BYTES", 1 << 40)
+    whole = graphrt.Session(model).run(None, feeds)[0]
+    assert tiles[0].tobytes() == tiles[1].tobytes() == whole.tobytes()
+    from onnx.reference import ReferenceEvaluator
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    np.testing.assert_allclose(whole, want, rtol=1e-4, atol=1e-4)

@@ -12,7 +12,7 @@ from graphrt.kernels import microkernel as mk
 from .helpers import model_of
 
 SHAPES = [(1, 1, 1), (1, 7, 5), (13, 7, 37), (12, 256, 32), (25, 300, 70), (3, 513, 100),
-          (40, 0, 9), (97, 1031, 45), (2, 64, 600)]
+          (40, 0, 9), (97, 1031, 45), (2, 64, 600), (20, 300, 45), (16, 70, 33), (28, 9, 64)]
 
 
 def product(a, b, *, transposed_b=False):

@@ -141,3 +141,33 @@ def test_saved_basic_graph_runs_elsewhere(tmp_path):
     from onnx.reference import ReferenceEvaluator
     assert [x.op_type for x in onnx.load(str(path)).graph.node] == ["Transpose"]
     assert np.array_equal(ReferenceEvaluator(str(path)).run(None, feeds)[0], got)
+
+
+RELU_CASES = {
+    "MatMul": ([n("MatMul", ["x", "W"], ["m"])], [const("W", r(40, 70))], (300, 40)),
+    "Gemm": ([n("Gemm", ["x", "W", "B"], ["m"], transB=1)],
+             [const("W", r(70, 40)), const("B", r(70))], (300, 40)),
+    "Conv+B": ([n("Conv", ["x", "W", "B"], ["m"], pads=[1, 1, 1, 1])],
+               [const("W", r(12, 5, 3, 3)), const("B", r(12))], (2, 5, 9, 9)),
+    "Conv": ([n("Conv", ["x", "W"], ["m"], strides=[2, 2])], [const("W", r(12, 5, 3, 3))],
+             (2, 5, 9, 9)),
+}
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("name", sorted(RELU_CASES))
+def test_relu_absorbed_by_the_product_keeps_bits(name, mode):
+    """A Relu after MatMul/Gemm/Conv runs inside the product's tiles or bias pass (fused.py):
+    the bits of the unfused nodes, NaN and -0.0 included."""
+    nodes, inits, shape = RELU_CASES[name]
+    x = tensor("x", F, list(shape))
+    model = make(nodes + [n("Relu", ["m"], ["y"])], [x], [tensor("y", F, None)], inits)
+    xv = r(*shape)
+    flat = xv.reshape(-1)
+    flat[7] = np.nan        # one row/window: NaN must reach the output, not all of it
+    flat[1::19] = -0.0
+    _, base = run(model, "none", {"x": xv}, mode)
+    sess, got = run(model, "all", {"x": xv}, mode)
+    assert sess.pass_counts["fuse_epilogues"] == 1
+    assert got.tobytes() == base.tobytes()
+    assert np.isnan(got).any() and (got == 0).any()

@@ -28,14 +28,9 @@ from .. import dtypes as _dt
 from . import exactmath as _xm
 from .exactmath import expm1 as _own_expm1, swish as _own_swish
 from .elementwise import unary_variants
-from .pointwise import FLOATS, Unary, scalar_op, unary_param_variants
+from .pointwise import FLOATS, Unary, relu_float as _relu_float, scalar_op, unary_param_variants
 
 _FLOATS = FLOATS
-
-
-@scalar_op
-def _relu_float(x):
-    return x if not (x <= 0) else 0.0
 
 
 @scalar_op

@@ -28,11 +28,15 @@ from ..threads import ensure_layer
 from . import microkernel
 from .base import InferContext, OpKernel, RunContext, scratch
 from .broadcast import PARALLEL_MIN
+from .pointwise import relu_float
 from .jit import Variants
 from .matmul import (_A_SI, _A_SK, _B_SJ, _B_SK, _K, _M, _MATMUL, _N, _RB, PARALLEL_WORK, RB,
                      fast_product, panels_for)
 
 EXACT = False
+BIAS = True
+RELU = False
+RELU_OF = None
 
 FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -218,19 +222,28 @@ def _im2col(x, col, g, rows):
                 src = xo + (di * h_ + hi_) * w_ + w0
                 for j in range(lo):
                     seg[j] = 0
-                for j in range(lo, hi):
-                    seg[j] = x[src + j * g[_SW]]
+                if g[_SW] == 1:         # a contiguous run: vectorised copy
+                    seg[lo:hi] = x[src + lo:src + hi]
+                else:
+                    for j in range(lo, hi):
+                        seg[j] = x[src + j * g[_SW]]
                 for j in range(hi, ow_):
                     seg[j] = 0
 
 
 def _add_bias(y, b, planes, m, p):
-    """y[plane, :] += b[plane % m]; exact variant: NaN results canonical."""
+    """y[plane, :] += b[plane % m] (BIAS), then Relu (RELU: a FusedEpilogue's Relu stage
+    absorbed, the same scalar function as Relu's kernel); exact variant: NaN canonical."""
     for t in prange(planes):
-        bv = b[t % m]
         row = y[t * p:(t + 1) * p]
+        if BIAS:
+            bv = b[t % m]
         for j in range(p):
-            v = row[j] + bv
+            v = row[j]
+            if BIAS:
+                v = v + bv
+            if RELU:
+                v = RELU_OF(v)
             if EXACT and v != v:
                 row[j] = np.nan
             else:
@@ -320,13 +333,17 @@ CONV_TILES = Variants(_conv_tiles, "conv_tiles", parallel=True, MK=microkernel.S
                       IM2COL_BLOCK=_im2col_block)
 COL_BLOCK_BYTES = 1 << 21   # a task's column block (K x pb) stays in cache
 MIN_COLS = 384              # ... but has enough columns to pay for reading the weights
-WHOLE_COL_BYTES = 1 << 24   # up to this, one image's whole column matrix is made once instead
+WHOLE_COL_BYTES = 1 << 28   # up to this, one image's whole column matrix is made once instead
 MIN_TASKS = 4               # channel blocks are cut until a product has this many tasks
 
 
 # im2col only moves data: its fast variant serves both modes.
 IM2COL = Variants(_im2col, "conv_im2col", parallel=True)
-ADD_BIAS = Variants(_add_bias, "conv_bias", parallel=True)
+ADD_BIAS = Variants(_add_bias, "conv_bias", parallel=True, BIAS=True, RELU=False)
+BIAS_RELU = Variants(_add_bias, "conv_bias_relu", parallel=True, BIAS=True, RELU=True,
+                     RELU_OF=relu_float)
+ONLY_RELU = Variants(_add_bias, "conv_relu", parallel=True, BIAS=False, RELU=True,
+                     RELU_OF=relu_float)
 
 
 class GemmCall:
@@ -387,7 +404,16 @@ class ConvPlan:
     """What infer leaves for run in Conv and ConvTranspose."""
 
     __slots__ = ("geo", "gemm", "n", "c", "m", "in_size", "out_size", "col_size", "chunk",
-                 "direct", "wdt", "tiles")
+                 "direct", "wdt", "tiles", "relu")
+
+
+def _finish(exact, p, y, b, images):
+    """The bias, and an absorbed Relu, over ``images`` images of the product in y."""
+    if not y.size or (b is None and not p.relu):
+        return
+    variants = (BIAS_RELU if b is not None else ONLY_RELU) if p.relu else ADD_BIAS
+    variants.get(exact, y.size >= PARALLEL_MIN)(y, y if b is None else b, images * p.m, p.m,
+                                                p.out_size)
 
 
 class GroupedConv(OpKernel):
@@ -405,6 +431,11 @@ class GroupedConv(OpKernel):
 
 class Conv(GroupedConv):
     """X (N, C, D...), W (M, C/group, K...), optional B (M): Y (N, M, O...)."""
+
+    def absorb_relu(self, prepared) -> bool:
+        """Apply a following Relu in the bias pass (FusedEpilogue): one pass, same bits."""
+        prepared.relu = True
+        return True
 
     def infer(self, ctx: InferContext) -> None:
         has_b = ctx.has_input(2)
@@ -440,6 +471,7 @@ class Conv(GroupedConv):
         offa = (np.arange(batches, dtype=np.int64) % g) * (mg * cg * k)
         p.gemm = GemmCall(mg, out_size, cg * k, cg * k, 1, offa, offb, p.wdt, ctx.exact)
         p.tiles = None
+        p.relu = False
         if not ctx.exact and not p.direct and p.gemm.fast is not None and p.gemm.fast.own \
                 and p.col_size * p.wdt.itemsize > WHOLE_COL_BYTES and n * m > 0:
             p.tiles = _tile_plan(n, g, mg, cg * k, out_size, p.wdt.itemsize)
@@ -456,8 +488,7 @@ class Conv(GroupedConv):
             fn, args = p.tiles
             cols = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, args[3] * args[4]))
             fn(x, w, y, p.geo, *args, cols, microkernel.work_for(p.wdt))
-            if b is not None and y.size:
-                ADD_BIAS.get(False, y.size >= PARALLEL_MIN)(y, b, p.n * p.m, p.m, p.out_size)
+            _finish(ctx.exact, p, y, b, p.n)
             Float16.narrow(ctx.flat_out[0], y)
             return
         col = None if p.direct else scratch(ctx, p.wdt, (p.chunk * p.col_size,))
@@ -470,6 +501,5 @@ class Conv(GroupedConv):
                 IM2COL.get(False, k * p.col_size >= PARALLEL_MIN)(xs, col, p.geo, rows)
                 xs = col
             p.gemm(ctx.exact, w, xs, ys, k * g)
-            if b is not None and ys.size:
-                ADD_BIAS.get(ctx.exact, ys.size >= PARALLEL_MIN)(ys, b, k * p.m, p.m, p.out_size)
+            _finish(ctx.exact, p, ys, b, k)
         Float16.narrow(ctx.flat_out[0], y)

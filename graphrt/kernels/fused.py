@@ -3,13 +3,15 @@
 out = e_k(... e_1(primary(inputs...), extra_1...) ..., extra_k...)
 
 Each stage is the very kernel the model's own node would have used, run in the same order,
-so the fused node gives the same bits as the nodes it replaces. Intermediate results live in
-the run's arena; the last stage writes the node's output.
+so the fused node gives the same bits as the nodes it replaces. Results go straight into the
+node's output wherever dtype and shape allow (the primary, then each element-wise stage in
+place, as the planner would have placed the unfused nodes); the rest live in the run's arena.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .activations import Relu
 from .base import InferContext, NodeInfo, OpKernel, RunContext
 
 
@@ -48,7 +50,15 @@ class FusedEpilogue(OpKernel):
             ctx.require_run_time_values()
             return
         facts = [(p.out_dtypes[0], p.out_shapes[0], p.prepared)]
-        for st in self.stages:
+        # A first Relu stage the primary can apply itself (in its tiles or its bias pass,
+        # with Relu's own scalar function) is left out of the stages run below.
+        absorbed = 0
+        if self.stages and isinstance(self.stages[0].kernel, Relu) and \
+                p.out_dtypes[0].kind == "f" and \
+                getattr(self.primary, "absorb_relu", lambda _p: False)(p.prepared):
+            absorbed = 1
+            facts.append(facts[0])
+        for st in self.stages[absorbed:]:
             prev = facts[-1]
             sc = InferContext(st.kernel.node, ctx.exact, self._stage_inputs(st, prev[0], dts),
                               self._stage_inputs(st, prev[1], shs), self._stage_inputs(st, None, vals), 1)
@@ -58,17 +68,33 @@ class FusedEpilogue(OpKernel):
                 return
             facts.append((sc.out_dtypes[0], sc.out_shapes[0], sc.prepared))
         ctx.set_output(0, facts[-1][0], facts[-1][1])
-        ctx.prepared = facts
+        ctx.prepared = (facts, absorbed)
 
     def run(self, ctx: RunContext) -> None:
-        facts = ctx.prepared
+        facts, absorbed = ctx.prepared
         last = len(self.stages)
-        buf = ctx.outputs[0] if last == 0 else ctx.arena.take(facts[0][0], facts[0][1], self.node.name)
+        final = ctx.outputs[0]
+
+        def fits(dt, shape):
+            return dt == final.dtype and tuple(shape) == final.shape
+
+        # The output never shares memory with an input (this kernel is not in-place), so
+        # the primary may write it, and each element-wise stage may overwrite its chained
+        # input where their dtypes and shapes agree (no broadcast of that input).
+        buf = final if fits(facts[0][0], facts[0][1]) else \
+            ctx.arena.take(facts[0][0], facts[0][1], self.node.name)
         self.primary.run(RunContext(self.primary.node, ctx.inputs[:self.n_primary], [buf], facts[0][2],
                                     ctx.exact, ctx.arena, ctx.cancel))
-        for k, st in enumerate(self.stages, 1):
+        if absorbed == last:
+            if buf is not final:
+                final[...] = buf
+            return
+        for k, st in enumerate(self.stages[absorbed:], 1 + absorbed):
             dt, shape, prepared = facts[k]
-            out = ctx.outputs[0] if k == last else ctx.arena.take(dt, shape, self.node.name)
+            if k == last or (buf is final and fits(dt, shape)):
+                out = final
+            else:
+                out = ctx.arena.take(dt, shape, self.node.name)
             st.kernel.run(RunContext(st.kernel.node, self._stage_inputs(st, buf, ctx.inputs), [out],
                                      prepared, ctx.exact, ctx.arena, ctx.cancel))
             buf = out

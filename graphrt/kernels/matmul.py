@@ -32,7 +32,7 @@ from ..threads import ensure_layer
 from . import blas, microkernel
 from .base import InferContext, OpKernel, RunContext
 from .broadcast import broadcast_shape, element_strides
-from .pointwise import BF16, F16, compute_dtype, narrow, result_buffer, widen
+from .pointwise import BF16, F16, compute_dtype, narrow, relu_float, result_buffer, widen
 from .jit import Variants
 
 EXACT = False
@@ -153,9 +153,10 @@ MIN_ROWS, MIN_COLS = 128, 256   # a tile is not cut below these (smaller ones lo
 
 # BLAS geometry vector layout (int64), filled by _plan_blas
 (_T_M, _T_N, _T_K, _T_MB, _T_NB, _T_TM, _T_TN, _T_KIND, _T_TA, _T_LDA, _T_A_SI, _T_TB, _T_LDB,
- _T_B_SJ, _T_C_SI, _T_C_SJ, _T_HAS_C, _T_A_SK, _T_B_SK) = range(19)
+ _T_B_SJ, _T_C_SI, _T_C_SJ, _T_HAS_C, _T_A_SK, _T_B_SK, _T_RELU) = range(20)
 OWN = True
 MK = None    # microkernel.SOURCE_TAG where OWN (renames the variants when it changes)
+RELU = None
 
 
 def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work):
@@ -215,16 +216,22 @@ def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work):
                 else:
                     for j in range(w):
                         row[j] = EPILOGUE(alpha, row[j], beta, c[cs + j * c_sj])
+        if g[_T_RELU] != 0:     # a Relu node absorbed (FusedEpilogue), on the tile in cache
+            for i in range(r0, r1):
+                row = out[oo + i * n + j0:oo + i * n + j0 + w]
+                for j in range(w):
+                    row[j] = RELU(row[j])
 
 
 # Fast mode only: the exact variants are never compiled.
-_BLAS_MATMUL = Variants(_tiles, "matmul_blas", parallel=True, GEMM=False, OWN=False)
+_BLAS_MATMUL = Variants(_tiles, "matmul_blas", parallel=True, GEMM=False, OWN=False,
+                        RELU=relu_float)
 _BLAS_GEMM = Variants(_tiles, "gemm_blas", parallel=True, GEMM=True, EPILOGUE=_epilogue,
-                      SCALE=_scale, OWN=False)
+                      SCALE=_scale, OWN=False, RELU=relu_float)
 _OWN_MATMUL = Variants(_tiles, "matmul_tiles", parallel=True, GEMM=False, OWN=True,
-                       MK=microkernel.SOURCE_TAG)
+                       MK=microkernel.SOURCE_TAG, RELU=relu_float)
 _OWN_GEMM = Variants(_tiles, "gemm_tiles", parallel=True, GEMM=True, EPILOGUE=_epilogue,
-                     SCALE=_scale, OWN=True, MK=microkernel.SOURCE_TAG)
+                     SCALE=_scale, OWN=True, MK=microkernel.SOURCE_TAG, RELU=relu_float)
 _OWN = {_BLAS_MATMUL: _OWN_MATMUL, _BLAS_GEMM: _OWN_GEMM}
 
 
@@ -324,7 +331,7 @@ def _plan_blas(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=True
     if not own and (fa is None or fb is None or max(m, n, k, fa[1], fb[1]) > blas.INT_MAX):
         return None
     mb, cb = _tiling(nb, m, n, k)
-    g = np.zeros(19, dtype=np.int64)
+    g = np.zeros(20, dtype=np.int64)
     g[_T_M], g[_T_N], g[_T_K], g[_T_MB], g[_T_NB] = m, n, k, mb, cb
     g[_T_TM], g[_T_TN] = -(-m // max(1, mb)), -(-n // max(1, cb))
     g[_T_KIND] = kind
@@ -438,6 +445,9 @@ class MatMul(OpKernel):
         if not ctx.exact:
             p.blas = _plan_blas(_BLAS_MATMUL, wd, nb, offa, offb, geo)
 
+    def absorb_relu(self, prepared) -> bool:
+        return absorb_relu(prepared)
+
     def run(self, ctx: RunContext) -> None:
         p = ctx.prepared
         a, b = ctx.flat_in
@@ -452,6 +462,15 @@ class MatMul(OpKernel):
                  panels_for(buf.dtype, p.slots))
         if p.narrow:
             narrow(out, buf)
+
+
+def absorb_relu(p) -> bool:
+    """Let the tiles of a planned product apply Relu (a FusedEpilogue's next stage): on the
+    tiled paths only, and not where the result is narrowed afterwards (float16)."""
+    if p.blas is None or p.narrow:
+        return False
+    p.blas.geo[_T_RELU] = 1
+    return True
 
 
 def _batch_offsets(shape, batch, matrix_size) -> np.ndarray:
@@ -501,6 +520,9 @@ class Gemm(OpKernel):
         p = _prepare(ctx, _GEMM, dt, 1, [0], [0], geo, self.alpha, self.beta)
         if not ctx.exact:
             p.blas = _plan_blas(_BLAS_GEMM, dt, 1, [0], [0], geo, self.alpha, self.beta)
+
+    def absorb_relu(self, prepared) -> bool:
+        return absorb_relu(prepared)
 
     def run(self, ctx: RunContext) -> None:
         p = ctx.prepared

@@ -13,8 +13,9 @@ models depend on that: their weights are constant, so their logits tie).
 The inner loop is a micro-kernel written in LLVM IR (``_micro``): MR rows by NR columns of
 accumulators held in vector registers (NR = two vectors of the widest registers the target
 has), one broadcast of A and two loads of B per row and k. A and B are packed into
-zero-padded panels first (MR-row panels of A, NR-column panels of B, k-major); padded lanes
-are computed and thrown away, edge tiles go through a small buffer.
+zero-padded panels (MR-row panels of A, NR-column panels of B, k-major) only where they are not
+already rows with contiguous k (A) or contiguous columns (B), which are read in place;
+padded lanes are computed and thrown away, edge tiles go through a small buffer.
 """
 from __future__ import annotations
 
@@ -65,22 +66,23 @@ NR64 = nr_of(8)
 
 def _make_micro(rows: int):
     """The micro-kernel for ``rows`` rows (at most MR) of a packed A panel."""
-    def micro(typingctx, ap, a_off, bp, b_off, ldb, c, c_off, ldc, kc, load):
-        return _micro_ir(rows, ap, a_off, bp, b_off, ldb, c, c_off, ldc, kc, load)
+    def micro(typingctx, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load):
+        return _micro_ir(rows, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
 
     micro.__name__ = micro.__qualname__ = f"micro{rows}"
     return intrinsic(micro)
 
 
-def _micro_ir(rows, ap, a_off, bp, b_off, ldb, c, c_off, ldc, kc, load):
+def _micro_ir(rows, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load):
     """c[c_off + r*ldc + j] (r < rows, j < NR) = (load ? c : 0) + sum over k < kc of
-    ap[a_off + k*MR + r] * bp[b_off + k*ldb + j], each step one fused multiply-add."""
+    ap[a_off + k*a_k + r*a_r] * bp[b_off + k*ldb + j], each step one fused multiply-add
+    (a packed A panel has a_k = MR, a_r = 1)."""
     dt = ap.dtype
-    sig = types.void(ap, types.intp, bp, types.intp, types.intp, c, types.intp, types.intp,
-                     types.intp, types.boolean)
+    sig = types.void(ap, types.intp, types.intp, types.intp, bp, types.intp, types.intp, c,
+                     types.intp, types.intp, types.intp, types.boolean)
 
     def codegen(context, builder, sig, args):
-        a_arr, a_off, b_arr, b_off, ldb, c_arr, c_off, ldc, kc, load = args
+        a_arr, a_off, a_k, a_r, b_arr, b_off, ldb, c_arr, c_off, ldc, kc, load = args
         fty = context.get_value_type(dt)
         lanes = VBYTES // (4 if dt == types.float32 else 8)
         vty = ir.VectorType(fty, lanes)
@@ -90,9 +92,9 @@ def _micro_ir(rows, ap, a_off, bp, b_off, ldb, c, c_off, ldc, kc, load):
                                              f"llvm.fma.{suffix}")
         a_base = builder.gep(context.make_array(sig.args[0])(context, builder, a_arr).data,
                              [a_off])
-        b_base = builder.gep(context.make_array(sig.args[2])(context, builder, b_arr).data,
+        b_base = builder.gep(context.make_array(sig.args[4])(context, builder, b_arr).data,
                              [b_off])
-        c_base = builder.gep(context.make_array(sig.args[5])(context, builder, c_arr).data,
+        c_base = builder.gep(context.make_array(sig.args[7])(context, builder, c_arr).data,
                              [c_off])
         i64 = ir.IntType(64)
         zero_v = ir.Constant(vty, [0.0] * lanes)
@@ -126,12 +128,12 @@ def _micro_ir(rows, ap, a_off, bp, b_off, ldb, c, c_off, ldc, kc, load):
         bk = builder.gep(b_base, [builder.mul(k, ldb)])
         b0 = vload(bk)
         b1 = vload(builder.gep(bk, [ir.Constant(i64, lanes)]))
-        ak = builder.gep(a_base, [builder.mul(k, ir.Constant(i64, MR))])
+        ak = builder.gep(a_base, [builder.mul(k, a_k)])
         new = []
         undef = ir.Constant(vty, ir.Undefined)
         mask = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
         for r in range(rows):
-            s = builder.load(builder.gep(ak, [ir.Constant(i64, r)]))
+            s = builder.load(builder.gep(ak, [builder.mul(a_r, ir.Constant(i64, r))]))
             sv = builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(
                 ir.IntType(32), 0)), undef, mask)
             new.append(builder.call(fma, [sv, b0, accs[2 * r]]))
@@ -257,6 +259,10 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
     # B's rows are read in place where its columns are contiguous (only edge panels are
     # packed): packing would cost a copy per element for little gain at these sizes
     direct = b_sj == 1 and DIRECT_B
+    # A's rows are read in place too where its k is contiguous (only edge panels of other
+    # heights are packed): measured faster at every size, and much faster for narrow
+    # products, where a packed A element would serve only ``cols`` multiply-adds
+    direct_a = a_sk == 1
     npan = (cols + nr - 1) // nr
     for pc in range(0, kk, KC):
         kc = min(KC, kk - pc)
@@ -283,6 +289,8 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
             for ip in range(mpan):
                 i0 = ic + ip * MR
                 h = min(MR, rows - i0)
+                if direct_a and (h == MR or h == 8 or h == 4):
+                    continue
                 base = ip * kc * MR
                 for k in range(kc):
                     d = base + k * MR
@@ -302,18 +310,28 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
                         bsrc, boff, ldb = b, bo + pc * b_sk + j0, b_sk
                     else:
                         bsrc, boff, ldb = bp, jp * kc * nr, nr
+                    if direct_a and (h == MR or h == 8 or h == 4):
+                        asrc, aoff, a_k, a_r = a, ao + i0 * a_si + pc, 1, a_si
+                    else:
+                        asrc, aoff, a_k, a_r = ap, ip * kc * MR, MR, 1
                     if h == MR and w == nr:
-                        _micro(ap, ip * kc * MR, bsrc, boff, ldb, out, co, ldo, kc, pc > 0)
+                        _micro(asrc, aoff, a_k, a_r, bsrc, boff, ldb, out, co, ldo, kc, pc > 0)
                     elif h == 8 and w == nr:
-                        _micro8(ap, ip * kc * MR, bsrc, boff, ldb, out, co, ldo, kc, pc > 0)
+                        _micro8(asrc, aoff, a_k, a_r, bsrc, boff, ldb, out, co, ldo, kc, pc > 0)
                     elif h == 4 and w == nr:
-                        _micro4(ap, ip * kc * MR, bsrc, boff, ldb, out, co, ldo, kc, pc > 0)
+                        _micro4(asrc, aoff, a_k, a_r, bsrc, boff, ldb, out, co, ldo, kc, pc > 0)
                     else:
                         if pc > 0:
                             for ii in range(h):
                                 for jj in range(w):
                                     cb[ii * nr + jj] = out[co + ii * ldo + jj]
-                        _micro(ap, ip * kc * MR, bsrc, boff, ldb, cb, 0, nr, kc, pc > 0)
+                        # (a direct A has exactly h rows: the h-row kernel reads no more)
+                        if h == 8:
+                            _micro8(asrc, aoff, a_k, a_r, bsrc, boff, ldb, cb, 0, nr, kc, pc > 0)
+                        elif h == 4:
+                            _micro4(asrc, aoff, a_k, a_r, bsrc, boff, ldb, cb, 0, nr, kc, pc > 0)
+                        else:
+                            _micro(asrc, aoff, a_k, a_r, bsrc, boff, ldb, cb, 0, nr, kc, pc > 0)
                         for ii in range(h):
                             for jj in range(w):
                                 out[co + ii * ldo + jj] = cb[ii * nr + jj]

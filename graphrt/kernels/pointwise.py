@@ -41,6 +41,12 @@ def scalar_op(fn):
     return njit(cache=True, nogil=True, fastmath=False, error_model="numpy")(fn)
 
 
+@scalar_op
+def relu_float(x):
+    """max(x, 0) with NaN kept (Relu's float function; products apply it in their tiles)."""
+    return x if not (x <= 0) else 0.0
+
+
 def compute_dtype(dtype) -> np.dtype:
     """The type a kernel computes in for inputs of ``dtype``."""
     return F32 if dtype in NARROW else np.dtype(dtype)

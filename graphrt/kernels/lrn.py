@@ -4,7 +4,8 @@
 
 over c' from c - floor((size - 1) / 2) to c + ceil((size - 1) / 2), clipped to the channels,
 summed in ascending order in the element type. One task per (image, channel) plane. The
-exact variant uses graphrt's own pow (exactmath) and no FMA; float16 is computed in float32.
+exact variant uses graphrt's own pow (exactmath) and no FMA; the fast one libm's pow, or for
+beta = 0.75 (AlexNet's, GoogLeNet's) sqrt(z) * sqrt(sqrt(z)); float16 is computed in float32.
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ def _libm_pow(a, b):
 
 
 def _lrn(x, y, channels, inner, before, after, scale, bias, beta, planes):
-    zero = bias - bias
+    """The sums of squares wait in the output row (channel by channel, so the loops over
+    positions are the vectorised ones), then become the result in place."""
     for t in prange(planes):
         n = t // channels
         c = t - n * channels
@@ -37,15 +39,28 @@ def _lrn(x, y, channels, inner, before, after, scale, bias, beta, planes):
         c1 = min(channels, c + after + 1)
         out = y[t * inner:(t + 1) * inner]
         for j in range(inner):
-            s = zero
-            for k in range(c0, c1):
-                v = x[(n * channels + k) * inner + j]
-                s = s + v * v
-            put(out, j, x[t * inner + j] / POW(bias + scale * s, beta), EXACT)
+            out[j] = 0
+        for k in range(c0, c1):
+            src = x[(n * channels + k) * inner:(n * channels + k + 1) * inner]
+            for j in range(inner):
+                v = src[j]
+                out[j] = out[j] + v * v
+        xs = x[t * inner:(t + 1) * inner]
+        for j in range(inner):
+            put(out, j, xs[j] / POW(bias + scale * out[j], beta), EXACT)
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _pow_three_quarters(a, b):
+    """a ** 0.75 as sqrt(a) * sqrt(sqrt(a)) (b is 0.75): three roundings instead of one, but
+    instructions that vectorise (libm's pow is a call per element); fast mode only."""
+    r = np.sqrt(a)
+    return r * np.sqrt(r)
 
 
 _LRN = exactmath.FastExact(Variants(_lrn, "lrn", parallel=True, POW=_libm_pow),
                            Variants(_lrn, "lrn_exact", parallel=True, POW=exactmath.pow))
+_LRN_075 = Variants(_lrn, "lrn_075", parallel=True, POW=_pow_three_quarters)
 
 
 class LRN(OpKernel):
@@ -70,7 +85,8 @@ class LRN(OpKernel):
         planes = xs[0] * xs[1]
         wide = np.dtype(np.float32) if dt == np.float16 else dt
         parallel = math.prod(xs) * self.size >= PARALLEL_MIN and planes > 1
-        ctx.prepared = (xs[1], math.prod(xs[2:]), planes, wide, _LRN.get(ctx.exact, parallel))
+        variants = _LRN_075 if self.beta == 0.75 and not ctx.exact else _LRN
+        ctx.prepared = (xs[1], math.prod(xs[2:]), planes, wide, variants.get(ctx.exact, parallel))
 
     def run(self, ctx: RunContext) -> None:
         channels, inner, planes, wide, fn = ctx.prepared

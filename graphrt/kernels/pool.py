@@ -130,13 +130,14 @@ def _pool(x, y, ind, g, lim, aux, planes, zero, p):
                             y[o] = v
 
 
-def _pool_rows(x, y, g, lim, planes, lowest):
+def _pool_rows(x, y, g, lim, kwr, planes, lowest):
     """Max (KIND MAX) or sum-then-divide (AVG) pooling one output row at a time, for windows
     that all hold a tap and no Indices: per row, the taps in the same row-major order as
     ``_pool`` (kd, kh, then kw ascending), each applied to the whole row, so the loop over
-    output positions is the inner, vectorisable one. Max starts from ``lowest`` (the same
-    result as starting from the first tap: -inf or the type's minimum is never taken over
-    itself, and a NaN tap is taken either way)."""
+    output positions is the inner, vectorisable one. ``kwr`` holds per kw the range
+    [lo, hi) of output columns whose tap kw lies inside the input. Max starts from
+    ``lowest`` (the same result as starting from the first tap: -inf or the type's minimum
+    is never taken over itself, and a NaN tap is taken either way). One task per plane."""
     d_, h_, w_ = g[_D], g[_H], g[_W]
     od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
     dd, dh, dw = g[_DD], g[_DH], g[_DW]
@@ -145,45 +146,69 @@ def _pool_rows(x, y, g, lim, planes, lowest):
     lh = 3 * od_
     lw = 3 * (od_ + oh_)
     ip = d_ * h_ * w_
-    for t in prange(planes * od_ * oh_):
-        plane = t // (od_ * oh_)
-        r = t - plane * (od_ * oh_)
-        od = r // oh_
-        oh = r - od * oh_
-        xo = plane * ip
-        d0 = od * g[_SD] - g[_PD]
-        h0 = oh * g[_SH] - g[_PH]
-        kd0, kd1 = lim[3 * od], lim[3 * od + 1]
-        kh0, kh1 = lim[lh + 3 * oh], lim[lh + 3 * oh + 1]
-        yo = plane * od_ * oh_ * ow_ + (od * oh_ + oh) * ow_
-        row = y[yo:yo + ow_]
-        for j in range(ow_):
-            row[j] = lowest
-        for kd in range(kd0, kd1):
-            for kh in range(kh0, kh1):
-                base = xo + ((d0 + kd * dd) * h_ + h0 + kh * dh) * w_
-                for kw in range(kw_):
-                    off = kw * dw - pw      # input column of output 0's tap kw
-                    lo = min(ow_, max(0, (-off + sw - 1) // sw))
-                    hi = min(ow_, max(lo, (w_ - 1 - off) // sw + 1))
-                    for j in range(lo, hi):
-                        v = x[base + off + j * sw]
-                        if KIND == MAX:
-                            b = row[j]
-                            row[j] = v if ((v > b) | (v != v)) & (b == b) else b
+    for t in prange(planes):
+        xo = t * ip
+        for od in range(od_):
+            d0 = od * g[_SD] - g[_PD]
+            kd0, kd1 = lim[3 * od], lim[3 * od + 1]
+            for oh in range(oh_):
+                h0 = oh * g[_SH] - g[_PH]
+                kh0, kh1 = lim[lh + 3 * oh], lim[lh + 3 * oh + 1]
+                yo = t * od_ * oh_ * ow_ + (od * oh_ + oh) * ow_
+                row = y[yo:yo + ow_]
+                for j in range(ow_):
+                    row[j] = lowest
+                for kd in range(kd0, kd1):
+                    for kh in range(kh0, kh1):
+                        base = xo + ((d0 + kd * dd) * h_ + h0 + kh * dh) * w_
+                        for kw in range(kw_):
+                            lo = kwr[2 * kw]
+                            hi = kwr[2 * kw + 1]
+                            # the input columns of outputs lo..hi-1 for tap kw
+                            start = base + lo * sw + kw * dw - pw
+                            if sw == 1:
+                                src = x[start:start + hi - lo]
+                                seg = row[lo:hi]
+                                for j in range(hi - lo):
+                                    v = src[j]
+                                    if KIND == MAX:
+                                        b = seg[j]
+                                        seg[j] = v if ((v > b) | (v != v)) & (b == b) else b
+                                    else:
+                                        seg[j] = seg[j] + v
+                            else:
+                                for j in range(lo, hi):
+                                    v = x[start + (j - lo) * sw]
+                                    if KIND == MAX:
+                                        b = row[j]
+                                        row[j] = v if ((v > b) | (v != v)) & (b == b) else b
+                                    else:
+                                        row[j] = row[j] + v
+                if KIND == AVG:
+                    for j in range(ow_):
+                        if CIP:
+                            cnt = lim[3 * od + 2] * lim[lh + 3 * oh + 2] * lim[lw + 3 * j + 2]
                         else:
-                            row[j] = row[j] + v
-        if KIND == AVG:
-            for j in range(ow_):
-                if CIP:
-                    cnt = lim[3 * od + 2] * lim[lh + 3 * oh + 2] * lim[lw + 3 * j + 2]
-                else:
-                    cnt = (kd1 - kd0) * (kh1 - kh0) * (lim[lw + 3 * j + 1] - lim[lw + 3 * j])
-                v = row[j] / cnt
-                if EXACT and v != v:
-                    row[j] = np.nan
-                else:
-                    row[j] = v
+                            cnt = (kd1 - kd0) * (kh1 - kh0) * (lim[lw + 3 * j + 1] -
+                                                               lim[lw + 3 * j])
+                        v = row[j] / cnt
+                        if EXACT and v != v:
+                            row[j] = np.nan
+                        else:
+                            row[j] = v
+
+
+def tap_columns(ax, spatial) -> np.ndarray:
+    """Per kw of the last axis: [lo, hi), the output columns whose tap kw is inside."""
+    k, s, d, pb = ax.kernel[-1], ax.strides[-1], ax.dilations[-1], ax.begin[-1]
+    n, o = spatial[-1], ax.out[-1]
+    out = []
+    for kw in range(k):
+        off = kw * d - pb                           # input column of output 0's tap
+        lo = min(o, max(0, -(off // s)))            # first j with j * s + off >= 0
+        hi = min(o, max(lo, (n - 1 - off) // s + 1))
+        out += [lo, hi]
+    return np.array(out, dtype=np.int64)
 
 
 def window_limits(ax, spatial) -> np.ndarray:
@@ -217,7 +242,7 @@ _NO_INDICES = np.zeros(1, dtype=np.int64)
 
 
 class _Plan:
-    __slots__ = ("geo", "lim", "aux", "aux_ind", "planes", "fn", "zero", "rows", "lowest")
+    __slots__ = ("geo", "lim", "aux", "aux_ind", "planes", "fn", "zero", "rows", "lowest", "kwr")
 
 
 class _Pool(OpKernel):
@@ -276,7 +301,9 @@ class _Pool(OpKernel):
         if self.node.n_outputs == 1 and (lim[:, 0] < lim[:, 1]).all() and \
                 self.VARIANTS in (_MAX, _AVG) and not self.GLOBAL:
             rows = _MAX_ROWS if self.VARIANTS is _MAX else _AVG_ROWS[self.count_include_pad]
-            p.rows = rows.get(ctx.exact and rows is not _MAX_ROWS, size >= PARALLEL_MIN)
+            p.rows = rows.get(ctx.exact and rows is not _MAX_ROWS,
+                              size >= PARALLEL_MIN and p.planes > 1)
+            p.kwr = tap_columns(ax, spatial)
             p.lowest = (wide.type(-np.inf) if wide.kind == "f" else np.iinfo(wide).min) \
                 if self.VARIANTS is _MAX else p.zero
         ctx.prepared = p
@@ -287,7 +314,7 @@ class _Pool(OpKernel):
         y = Float16.out(ctx, ctx.flat_out[0])
         ind = ctx.flat_out[1] if len(ctx.flat_out) > 1 else None
         if p.rows is not None:
-            p.rows(x, y, p.geo, p.lim, p.planes, p.lowest)
+            p.rows(x, y, p.geo, p.lim, p.kwr, p.planes, p.lowest)
             Float16.narrow(ctx.flat_out[0], y)
             return
         p.fn(x, y, _NO_INDICES if ind is None else ind, p.geo, p.lim,

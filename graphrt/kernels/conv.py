@@ -329,6 +329,58 @@ def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work):
                                  p1 - p0, kk, ap, bp, cb)
 
 
+def _depthwise(x, w, y, g, planes, mg, kk):
+    """Fast-mode Conv with one input channel per group (depthwise, any multiplier mg): plane
+    t = (image, output channel m) reads input channel m // mg. Each output element is the
+    micro-kernel's FMA chain over the kernel taps in row-major order, padding taps included
+    as products with 0 (so an infinite weight still gives NaN there, as in the GEMM path),
+    computed a whole output row at a time."""
+    d_, h_, w_ = g[_D], g[_H], g[_W]
+    od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
+    kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
+    sw = g[_SW]
+    m_all = g[_C] * mg
+    p_ = od_ * oh_ * ow_
+    for t in prange(planes):
+        img = t // m_all
+        m = t - img * m_all
+        xo = (img * g[_C] + m // mg) * d_ * h_ * w_
+        wo = m * kk
+        for od in range(od_):
+            for oh in range(oh_):
+                row = y[t * p_ + (od * oh_ + oh) * ow_:t * p_ + (od * oh_ + oh + 1) * ow_]
+                for j in range(ow_):
+                    row[j] = 0
+                z = row[0]              # a zero of the element type
+                for kd in range(kd_):
+                    di = od * g[_SD] - g[_PD] + kd * g[_DD]
+                    for kh in range(kh_):
+                        hi_ = oh * g[_SH] - g[_PH] + kh * g[_DH]
+                        inside = 0 <= di < d_ and 0 <= hi_ < h_
+                        for kw in range(kw_):
+                            wv = w[wo + (kd * kh_ + kh) * kw_ + kw]
+                            w0 = kw * g[_DW] - g[_PW]
+                            lo = min(ow_, max(0, -(w0 // sw)))
+                            hi = min(ow_, max(lo, (w_ - 1 - w0) // sw + 1))
+                            if not inside:
+                                lo = hi = ow_
+                            for j in range(lo):
+                                row[j] = microkernel.fma(wv, z, row[j])
+                            src = xo + (di * h_ + hi_) * w_ + w0
+                            if sw == 1:
+                                seg = x[src + lo:src + hi]
+                                part = row[lo:hi]
+                                for j in range(hi - lo):
+                                    part[j] = microkernel.fma(wv, seg[j], part[j])
+                            else:
+                                for j in range(lo, hi):
+                                    row[j] = microkernel.fma(wv, x[src + j * sw], row[j])
+                            for j in range(hi, ow_):
+                                row[j] = microkernel.fma(wv, z, row[j])
+
+
+DEPTHWISE = Variants(_depthwise, "conv_depthwise", parallel=True, MK=microkernel.SOURCE_TAG)
+DEPTHWISE_ROWS = True       # False: depthwise convs take the GEMM path (tests compare the two)
 CONV_TILES = Variants(_conv_tiles, "conv_tiles", parallel=True, MK=microkernel.SOURCE_TAG,
                       IM2COL_BLOCK=_im2col_block)
 COL_BLOCK_BYTES = 1 << 21   # a task's column block (K x pb) stays in cache
@@ -404,7 +456,7 @@ class ConvPlan:
     """What infer leaves for run in Conv and ConvTranspose."""
 
     __slots__ = ("geo", "gemm", "n", "c", "m", "in_size", "out_size", "col_size", "chunk",
-                 "direct", "wdt", "tiles", "relu")
+                 "direct", "wdt", "tiles", "relu", "depthwise")
 
 
 def _finish(exact, p, y, b, images):
@@ -472,7 +524,12 @@ class Conv(GroupedConv):
         p.gemm = GemmCall(mg, out_size, cg * k, cg * k, 1, offa, offb, p.wdt, ctx.exact)
         p.tiles = None
         p.relu = False
-        if not ctx.exact and not p.direct and p.gemm.fast is not None and p.gemm.fast.own \
+        p.depthwise = None
+        if DEPTHWISE_ROWS and not ctx.exact and cg == 1 and g > 1 and p.gemm.fast is not None \
+                and p.gemm.fast.own \
+                and n * m * out_size > 0:
+            p.depthwise = DEPTHWISE.get(False, n * m * out_size * k >= PARALLEL_MIN)
+        elif not ctx.exact and not p.direct and p.gemm.fast is not None and p.gemm.fast.own \
                 and p.col_size * p.wdt.itemsize > WHOLE_COL_BYTES and n * m > 0:
             p.tiles = _tile_plan(n, g, mg, cg * k, out_size, p.wdt.itemsize)
         ctx.prepared = p
@@ -484,6 +541,11 @@ class Conv(GroupedConv):
         b = Float16.wide(ctx, ctx.flat_in[2] if len(ctx.flat_in) > 2 else None)
         y = Float16.out(ctx, ctx.flat_out[0])
         g = self.group
+        if p.depthwise is not None:
+            p.depthwise(x, w, y, p.geo, p.n * p.m, p.m // g, math.prod(p.geo[_KD:_KW + 1]))
+            _finish(ctx.exact, p, y, b, p.n)
+            Float16.narrow(ctx.flat_out[0], y)
+            return
         if p.tiles is not None:
             fn, args = p.tiles
             cols = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, args[3] * args[4]))

@@ -168,7 +168,7 @@ _micro4 = _make_micro(4)
 
 
 @intrinsic
-def _fma(typingctx, x, y, z):
+def fma(typingctx, x, y, z):
     """x * y + z rounded once (llvm.fma), the micro-kernel's step on one element."""
     sig = x(x, x, x)
 
@@ -208,14 +208,14 @@ def _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb):
                 s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = z
                 for k in range(kk):
                     x = arow[k * a_sk]
-                    s0 = _fma(x, r0[k], s0)
-                    s1 = _fma(x, r1[k], s1)
-                    s2 = _fma(x, r2[k], s2)
-                    s3 = _fma(x, r3[k], s3)
-                    s4 = _fma(x, r4[k], s4)
-                    s5 = _fma(x, r5[k], s5)
-                    s6 = _fma(x, r6[k], s6)
-                    s7 = _fma(x, r7[k], s7)
+                    s0 = fma(x, r0[k], s0)
+                    s1 = fma(x, r1[k], s1)
+                    s2 = fma(x, r2[k], s2)
+                    s3 = fma(x, r3[k], s3)
+                    s4 = fma(x, r4[k], s4)
+                    s5 = fma(x, r5[k], s5)
+                    s6 = fma(x, r6[k], s6)
+                    s7 = fma(x, r7[k], s7)
                 o = oo + i * ldo + j0
                 out[o] = s0
                 out[o + 1] = s1
@@ -230,7 +230,7 @@ def _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb):
                     bj = bo + j * b_sj
                     s0 = z
                     for k in range(kk):
-                        s0 = _fma(a[ai + k * a_sk], b[bj + k], s0)
+                        s0 = fma(a[ai + k * a_sk], b[bj + k], s0)
                     out[oo + i * ldo + j] = s0
 
 

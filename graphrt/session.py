@@ -130,8 +130,10 @@ class Session:
             plan = entry.plan
             precheck(plan)
             state = entry.take()
-            before = numba.get_num_threads()
-            numba.set_num_threads(self._threads)
+            get_threads, set_threads = _THREAD_CALLS or _thread_calls()
+            before = get_threads()
+            if before != self._threads:
+                set_threads(self._threads)
             sink = None if profile is None else profile.begin(plan)
             try:
                 execute(plan, state, arrays, cancel, self._poison, sink)
@@ -139,7 +141,8 @@ class Session:
                     sink.close(state.values)
                 return deliver(plan, state.values)
             finally:
-                numba.set_num_threads(before)
+                if before != self._threads:
+                    set_threads(before)
                 release_dynamic(plan, state)
                 entry.give(state)
         finally:
@@ -288,3 +291,12 @@ def _check_buffer(buf, name: str, dtype, shape, span: bool) -> None:
         raise SessionError(ErrorKind.INVALID_INPUT,
                            f"the buffer for output {name!r} has shape {list(buf.shape)}, the output "
                            f"has shape {list(shape)}")
+
+
+_THREAD_CALLS: tuple = ()
+
+
+def _thread_calls() -> tuple:
+    global _THREAD_CALLS
+    _THREAD_CALLS = threads.thread_count_calls()
+    return _THREAD_CALLS

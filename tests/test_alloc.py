@@ -6,6 +6,7 @@ import numpy as np
 import graphrt
 
 from . import models
+from .helpers import wait_for_schedules
 
 
 def peak_growth(fn) -> int:
@@ -30,6 +31,7 @@ def test_warm_run_allocates_no_tensor_buffers():
     model.run_into(x, out)               # warm: plan made, state pooled
     y = np.empty_like(x)
     sess.run(None, {"x": x}, out={"y": y})
+    wait_for_schedules(sess)             # the jitted schedule: compiled, and now used
 
     def runs():
         for _ in range(5):
@@ -56,6 +58,7 @@ def test_warm_parallel_run_allocates_no_tensor_buffers():
     out = np.empty(x.size, np.float32)
     model.run_into(x, out)
     model.run_into(x, out)
+    wait_for_schedules(model.session)
 
     def runs():
         for _ in range(5):

@@ -55,6 +55,12 @@ class OpKernel:
     def run(self, ctx: "RunContext") -> None:
         raise NotImplementedError
 
+    def jit_call(self, ctx: "RunContext"):
+        """(dispatcher, args) when ``run(ctx)`` is exactly ``dispatcher(*args)`` -- one
+        compiled call, no Python work around it, no exception -- so that the plan's jitted
+        schedule may make the call itself (plan/jitsched.py); None otherwise."""
+        return None
+
 
 @dataclass(frozen=True)
 class OpDef:

@@ -192,6 +192,16 @@ def ceil_div(a, b):
 
 # ----------------------------------------------------------------------------- kernels
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def tap_of(r, kd_, kh_, kw_):
+    """Row r of a column matrix as (channel, kd, kh, kw), kernel positions row-major."""
+    kw = r % kw_
+    q = r // kw_
+    kh = q % kh_
+    q = q // kh_
+    return q // kd_, q % kd_, kh, kw
+
+
 def _im2col(x, col, g, rows):
     """col[r, p] = the input element that kernel tap r = (image, channel, kd, kh, kw) reads
     at output position p = (od, oh, ow), or 0 in the padding."""
@@ -200,12 +210,8 @@ def _im2col(x, col, g, rows):
     kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
     p_ = od_ * oh_ * ow_
     for r in prange(rows):
-        kw = r % kw_
-        q = r // kw_
-        kh = q % kh_
-        q = q // kh_
-        kd = q % kd_
-        xo = (q // kd_) * d_ * h_ * w_
+        c, kd, kh, kw = tap_of(r, kd_, kh_, kw_)
+        xo = c * d_ * h_ * w_
         w0 = kw * g[_DW] - g[_PW]
         lo = min(ow_, max(0, -(w0 // g[_SW])))      # first ow with ow * sw + w0 >= 0
         hi = min(ow_, max(lo, (w_ - 1 - w0) // g[_SW] + 1))
@@ -259,12 +265,8 @@ def _im2col_block(x, col, g, rows, p0, p1, xo):
     kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
     pb = p1 - p0
     for r in range(rows):
-        kw = r % kw_
-        q = r // kw_
-        kh = q % kh_
-        q = q // kh_
-        kd = q % kd_
-        xc = xo + (q // kd_) * d_ * h_ * w_
+        c, kd, kh, kw = tap_of(r, kd_, kh_, kw_)
+        xc = xo + c * d_ * h_ * w_
         w0 = kw * g[_DW] - g[_PW]
         lo = min(ow_, max(0, -(w0 // g[_SW])))
         hi = min(ow_, max(lo, (w_ - 1 - w0) // g[_SW] + 1))
@@ -382,7 +384,7 @@ def _depthwise(x, w, y, g, planes, mg, kk):
 DEPTHWISE = Variants(_depthwise, "conv_depthwise", parallel=True, MK=microkernel.SOURCE_TAG)
 DEPTHWISE_ROWS = True       # False: depthwise convs take the GEMM path (tests compare the two)
 CONV_TILES = Variants(_conv_tiles, "conv_tiles", parallel=True, MK=microkernel.SOURCE_TAG,
-                      IM2COL_BLOCK=_im2col_block)
+                      IM2COL_BLOCK=_im2col_block, TAP=tap_of)
 COL_BLOCK_BYTES = 1 << 21   # a task's column block (K x pb) stays in cache
 MIN_COLS = 384              # ... but has enough columns to pay for reading the weights
 WHOLE_COL_BYTES = 1 << 28   # up to this, one image's whole column matrix is made once instead
@@ -390,7 +392,7 @@ MIN_TASKS = 4               # channel blocks are cut until a product has this ma
 
 
 # im2col only moves data: its fast variant serves both modes.
-IM2COL = Variants(_im2col, "conv_im2col", parallel=True)
+IM2COL = Variants(_im2col, "conv_im2col", parallel=True, TAP=tap_of)
 ADD_BIAS = Variants(_add_bias, "conv_bias", parallel=True, BIAS=True, RELU=False)
 BIAS_RELU = Variants(_add_bias, "conv_bias_relu", parallel=True, BIAS=True, RELU=True,
                      RELU_OF=relu_float)

@@ -106,6 +106,14 @@ class Unary(UnaryKernel):
         super().infer(ctx)
         ctx.prepared = ctx.prepared + tuple(self.params(ctx, compute_dtype(ctx.dtype(0))))
 
+    def jit_call(self, ctx: RunContext):
+        x, out = ctx.flat_in[0], ctx.flat_out[0]
+        if type(self).run_params is not Unary.run_params or x.dtype in NARROW or \
+                out.dtype in NARROW:
+            return None
+        block, tasks, fn, *params = ctx.prepared
+        return fn, (x, out, *params, block, tasks)
+
     def run(self, ctx: RunContext) -> None:
         block, tasks, fn, *params = ctx.prepared
         params = self.run_params(ctx, params)
@@ -124,6 +132,14 @@ class Binary(BinaryKernel):
 
     def variants_for(self, dtype) -> Variants:
         return self.VARIANTS
+
+    def jit_call(self, ctx: RunContext):
+        w, fn = ctx.prepared
+        a, b = ctx.flat_in
+        out = ctx.flat_out[0]
+        if type(self).run is not Binary.run or NARROW.intersection((a.dtype, b.dtype, out.dtype)):
+            return None
+        return fn, (a, b, out, w.shape, w.strides[0], w.strides[1], w.block, w.tasks)
 
     def run(self, ctx: RunContext) -> None:
         w, fn = ctx.prepared

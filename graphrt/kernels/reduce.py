@@ -422,6 +422,13 @@ class _Reduce(OpKernel):
         ctx.prepared = (fn.get(ctx.exact, parallel), cols, need_acc, acc_dt, ident, n_,
                         kshape, kstride, rshape, rstride, count, block, tasks)
 
+    def jit_call(self, ctx: RunContext):
+        fn, cols, need_acc, acc_dt, ident, n_, *walk = ctx.prepared
+        x, out = ctx.flat_in[0], ctx.flat_out[0]
+        if cols or type(self).run is not _Reduce.run or F16 in (x.dtype, out.dtype):
+            return None
+        return fn, (x, out, ident, n_, *walk)
+
     def run(self, ctx: RunContext) -> None:
         fn, cols, need_acc, acc_dt, ident, n_, *walk = ctx.prepared
 

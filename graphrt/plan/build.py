@@ -51,7 +51,8 @@ class Step:
 
 
 class ExecutionPlan:
-    """Immutable after creation; shared by concurrent runs (run states are per run)."""
+    """Shared by concurrent runs (run states are per run); immutable after creation but for
+    its run count and its jitted schedule, which a background thread sets once."""
 
     def __init__(self, graph: CompiledGraph, signature: tuple, facts: list, steps: list,
                  offsets: dict, slab_size: int, freed_after: list, in_place: dict):
@@ -63,6 +64,8 @@ class ExecutionPlan:
         self.slab_size = slab_size
         self.freed_after = freed_after
         self.in_place = in_place
+        self.runs = 0                   # step-by-step runs so far (the second compiles jit)
+        self.jit = None                 # the jitted schedule (jitsched), once compiled
         self.dynamic_ids = [o for st in steps if st.dynamic for o in st.node.outputs if o >= 0]
         self.dynamic_ids += [v for v in graph.input_ids if facts[v].kind == DYNAMIC]
 

@@ -1,6 +1,7 @@
 """Running a plan with one run state: stage inputs, walk the steps, hand out outputs."""
 from __future__ import annotations
 
+import os
 from time import perf_counter
 
 import numpy as np
@@ -8,7 +9,13 @@ import numpy as np
 from ..errors import ErrorKind, SessionError
 from ..kernels.base import InferContext, RunContext
 from .build import DYNAMIC, ExecutionPlan, infer_kernel, run_kernel
+from . import jitsched
 from .state import RunState
+
+
+def jit_schedule_enabled() -> bool:
+    """GRAPHRT_JIT_SCHEDULE=0 keeps plans made from then on on the step-by-step loop."""
+    return os.environ.get("GRAPHRT_JIT_SCHEDULE", "1") != "0"
 
 
 def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
@@ -26,6 +33,10 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
     if poison:
         _poison(slab, plan.freed_after[0])
     contexts = state.contexts
+    jit = plan.jit
+    if jit is not None and cancel is None and timings is None and not poison:
+        _run_scheduled(plan, state, jit)
+        return
     for i, st in enumerate(plan.steps):
         if cancel is not None and cancel.cancelled:
             raise SessionError(ErrorKind.CANCELLED, "the run was cancelled", st.node.info.name)
@@ -39,6 +50,36 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
             timings.append((i, t0, perf_counter()))
         if poison:
             _poison(slab, plan.freed_after[i + 1])
+    plan.runs += 1
+    if plan.runs == 2 and jit_schedule_enabled():
+        jitsched.start_compile(plan, state)     # a reused plan: compile its schedule
+
+
+def _run_scheduled(plan: ExecutionPlan, state: RunState, jit) -> None:
+    """The steps with the compiled segments of ``jit`` in place of theirs."""
+    values, slab, contexts = state.values, state.slab, state.contexts
+    consts = jit.consts(state)
+    segments = jit.segments
+    steps = plan.steps
+    i, k = 0, 0
+    while i < len(steps):
+        if k < len(segments) and segments[k].start == i:
+            try:
+                segments[k].fn(slab, consts[k])
+            except Exception as e:  # (the kernels jitted do not raise; this is a bug)
+                first, last = steps[i].node.info, steps[segments[k].stop - 1].node.info
+                raise SessionError(ErrorKind.UNSUPPORTED,
+                                   f"the compiled steps {first.name!r} to {last.name!r} failed: "
+                                   f"{type(e).__name__}: {e}".splitlines()[0], first.name) from e
+            i = segments[k].stop
+            k += 1
+            continue
+        st = steps[i]
+        if st.dynamic:
+            _run_dynamic(st.node, values, state.arena, plan.graph.exact, None, slab)
+        elif not st.view:
+            run_kernel(st.node, contexts[i])
+        i += 1
 
 
 def release_dynamic(plan: ExecutionPlan, state: RunState) -> None:

@@ -1,0 +1,228 @@
+"""The jitted schedule: a reused plan's runs of static steps as generated numba functions.
+
+A kernel that runs as one call of one compiled function says so through
+``OpKernel.jit_call(ctx)`` -> (dispatcher, args). Each maximal run of consecutive static steps
+whose kernels all say so (static views, which run nothing, join them) becomes one generated
+function ``segment(slab, c)``: every array argument that lies in the run state's slab becomes
+``slab[a:b].view(dtype)`` at its byte offset (the same for every run state of the plan), every
+other array (constants, plan data) is an element of the tuple ``c``, and every scalar a literal
+in the source. So a run calls numba once per segment instead of Python once per step.
+
+The source names each kernel by its qualified name (jit.Variants puts a hash of the bound
+helpers there) and a hash of its source, and the module is written once to a file named by
+the hash of its text, under GRAPHRT_CACHE_DIR (default ~/.cache/graphrt/schedules), so numba's
+on-disk cache serves it to later processes. Building and compiling happen on a background
+thread after a plan's first run; until they are done, and for runs with a cancel token, a
+profile or checked mode, the plan runs its steps one by one (execute.py).
+"""
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import inspect
+import math
+import os
+import sys
+import threading
+
+import numba
+import numpy as np
+
+MIN_STEPS = 2               # a segment shorter than this is not worth a numba call of its own
+
+
+class Segment:
+    """Steps start..stop-1 of a plan as one compiled call."""
+
+    __slots__ = ("start", "stop", "fn")
+
+    def __init__(self, start: int, stop: int, fn):
+        self.start, self.stop, self.fn = start, stop, fn
+
+
+class Schedule:
+    """The compiled segments of one plan, in step order; ``consts(state)`` gives a run
+    state's tuples (made once per state)."""
+
+    __slots__ = ("segments", "_consts", "_lock")
+
+    def __init__(self, segments: list[Segment], consts_of):
+        self.segments = segments
+        self._consts = consts_of
+        self._lock = threading.Lock()
+
+    def consts(self, state) -> list:
+        c = getattr(state, "jit_consts", None)
+        if c is None:
+            c = state.jit_consts = self._consts(state)
+        return c
+
+
+def cache_dir() -> str:
+    return os.environ.get("GRAPHRT_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".cache", "graphrt", "schedules")
+
+
+def start_compile(plan, state) -> None:
+    """Once per plan: build and compile its schedule on a background thread; the plan's
+    ``jit`` becomes the Schedule (or stays None when nothing is worth compiling)."""
+    with _lock:
+        if getattr(plan, "jit_started", False):
+            return
+        plan.jit_started = True
+    threading.Thread(target=_compile_quietly, args=(plan, state), daemon=True,
+                     name="graphrt-schedule").start()
+
+
+_lock = threading.Lock()
+
+
+def _compile_quietly(plan, state) -> None:
+    try:
+        plan.jit = compile_schedule(plan, state)
+    except Exception as e:  # the step-by-step loop stays: it is always correct
+        plan.jit_error = f"{type(e).__name__}: {e}"
+
+
+def compile_schedule(plan, state) -> Schedule | None:
+    """Segments of ``plan`` (arrays located in ``state``), compiled; None without any."""
+    calls = [_call_of(st, ctx) for st, ctx in zip(plan.steps, state.contexts)]
+    segments, runs = [], []
+    i = 0
+    while i < len(calls):
+        if calls[i] is None:
+            i += 1
+            continue
+        j = i
+        while j < len(calls) and calls[j] is not None:
+            j += 1
+        if sum(1 for c in calls[i:j] if c != ()) >= MIN_STEPS:
+            runs.append((i, j))
+        i = j
+    if not runs:
+        return None
+    slab = state.slab
+    for start, stop in runs:
+        source, kernels, _ = _source(calls[start:stop], slab)
+        fn = _load(source, kernels)
+        consts = _consts_of(calls[start:stop], slab)
+        fn.compile((numba.typeof(slab), numba.typeof(consts)))
+        segments.append(Segment(start, stop, fn))
+
+    def consts_of(st):
+        return [_consts_of([_call_of(s, c) for s, c in zip(plan.steps[g.start:g.stop],
+                                                            st.contexts[g.start:g.stop])],
+                           st.slab) for g in segments]
+    return Schedule(segments, consts_of)
+
+
+def _call_of(step, ctx):
+    """(dispatcher, args) of a step, () for a static view (nothing to run), None when the
+    step must run as Python."""
+    if step.view:
+        return ()
+    if step.dynamic or ctx is None:
+        return None
+    jit_call = getattr(step.node.kernel, "jit_call", None)
+    return None if jit_call is None else jit_call(ctx)
+
+
+def _in_slab(a: np.ndarray, slab: np.ndarray):
+    """Byte offset of ``a`` in the slab, or None when it lies elsewhere."""
+    base = slab.ctypes.data
+    p = a.ctypes.data if a.size else None
+    if p is None or not (base <= p < base + slab.size):
+        return None
+    if not a.flags.c_contiguous:
+        raise ValueError("a slab value that is not contiguous")
+    return p - base
+
+
+def _literal(v) -> str | None:
+    if isinstance(v, (bool, np.bool_)):
+        return "True" if v else "False"
+    if isinstance(v, (int, np.integer)):
+        return f"np.int64({int(v)})" if isinstance(v, np.integer) else str(int(v))
+    if isinstance(v, (float, np.floating)):
+        if not math.isfinite(float(v)):
+            return None
+        kind = type(v).__name__ if isinstance(v, np.floating) else "float64"
+        return f"np.{kind}({float(v)!r})"
+    return None
+
+
+def _source(calls, slab):
+    kernels: dict[str, object] = {}
+    lines = []
+    n_const = 0
+    tags = []
+    for call in calls:
+        if call == ():
+            continue
+        disp, args = call
+        name = "k_" + "".join(ch if ch.isalnum() else "_" for ch in disp.py_func.__qualname__)
+        if kernels.setdefault(name, disp) is not disp:
+            name += f"_{len(kernels)}"
+            kernels[name] = disp
+        tags.append(f"{name}:{_source_hash(disp)}")
+        parts = []
+        for a in args:
+            if isinstance(a, np.ndarray):
+                off = _in_slab(a, slab)
+                if off is None:
+                    parts.append(f"c[{n_const}]")
+                    n_const += 1
+                    continue
+                view = f"slab[{off}:{off + a.nbytes}].view(np.{a.dtype.name})"
+                parts.append(view if a.ndim == 1 else f"{view}.reshape({tuple(a.shape)!r})")
+            else:
+                lit = _literal(a)
+                if lit is None:
+                    raise ValueError(f"argument {a!r} cannot be written as a literal")
+                parts.append(lit)
+        lines.append(f"    {name}({', '.join(parts)})")
+    head = ["import numpy as np", "from numba import njit", "",
+            "# kernels: " + " ".join(tags), "",
+            "@njit(cache=True, nogil=True)", "def segment(slab, c):"]
+    return "\n".join(head + lines) + "\n", kernels, n_const
+
+
+def _consts_of(calls, slab) -> tuple:
+    out = []
+    for call in calls:
+        if call == ():
+            continue
+        for a in call[1]:
+            if isinstance(a, np.ndarray) and _in_slab(a, slab) is None:
+                out.append(a)
+    return tuple(out)
+
+
+def _source_hash(disp) -> str:
+    try:
+        text = inspect.getsource(disp.py_func)
+    except (OSError, TypeError):
+        text = disp.py_func.__qualname__
+    return hashlib.sha1(text.encode()).hexdigest()[:10]
+
+
+def _load(source: str, kernels: dict):
+    digest = hashlib.sha1(source.encode()).hexdigest()[:20]
+    folder = cache_dir()
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, f"graphrt_sched_{digest}.py")
+    if not os.path.exists(path):
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        with open(tmp, "w") as f:
+            f.write(source)
+        os.replace(tmp, path)       # never rewritten: numba's cache keys on the file's stamp
+    name = f"graphrt_sched_{digest}"
+    mod = sys.modules.get(name)
+    if mod is None:
+        spec = importlib.util.spec_from_file_location(name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[name] = mod         # numba's cache finds functions through it
+        spec.loader.exec_module(mod)
+    for name, disp in kernels.items():
+        setattr(mod, name, disp)
+    return mod.segment

@@ -1,0 +1,139 @@
+"""The jitted schedule (graphrt/plan/jitsched.py): runs of static steps compiled into one
+generated numba function over the slab give the bits the step-by-step loop gives."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from onnx import helper
+
+import graphrt
+from graphrt.plan import jitsched
+
+from . import models
+from .models import F, const, make, tensor
+
+n = helper.make_node
+
+
+def chain_model():
+    """Element-wise and reduction steps (all jittable), a Reshape view among them, then a
+    MatMul (not jittable: it runs as Python between two segments), then more steps."""
+    rng = np.random.default_rng(0)
+    nodes = [n("Add", ["x", "b"], ["a"]), n("Mul", ["a", "s"], ["m"]), n("Relu", ["m"], ["r"]),
+             n("Tanh", ["r"], ["t"]), n("Reshape", ["t", "shape"], ["v"]),
+             n("Sub", ["v", "b2"], ["d"]), n("MatMul", ["d", "w"], ["p"]),
+             n("Sigmoid", ["p"], ["g"]), n("Neg", ["g"], ["q"]), n("Exp", ["q"], ["e"]),
+             n("ReduceSum", ["e", "axes"], ["y"], keepdims=0)]
+    inits = [const("b", rng.standard_normal(24).astype(np.float32)),
+             const("s", np.float32(0.75)), const("shape", np.array([-1, 24], np.int64)),
+             const("b2", rng.standard_normal(24).astype(np.float32)),
+             const("w", rng.standard_normal((24, 8)).astype(np.float32)),
+             const("axes", np.array([1], np.int64))]
+    return make(nodes, [tensor("x", F, ["n", 24])], [tensor("y", F, None)], inits)
+
+
+def compiled(sess):
+    """The session's only plan, its schedule compiled now (synchronously)."""
+    (key, entry), = sess._plans._entries
+    state = entry.take()
+    try:
+        entry.plan.jit = jitsched.compile_schedule(entry.plan, state)
+    finally:
+        entry.give(state)
+    return entry.plan
+
+
+@pytest.fixture(autouse=True)
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("GRAPHRT_CACHE_DIR", str(tmp_path / "schedules"))
+    monkeypatch.setenv("GRAPHRT_JIT_SCHEDULE", "0")     # compiled here, not in the background
+    return tmp_path / "schedules"
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("threads", [1, 2])
+def test_segments_give_the_loops_bits(mode, threads, cache_dir):
+    x = np.random.default_rng(1).standard_normal((70000, 24)).astype(np.float32)
+    x[3, 5] = np.nan
+    opts = graphrt.SessionOptions(mode=mode, intra_op_threads=threads, optimization_level="basic")
+    sess = graphrt.Session(chain_model(), opts)
+    want = sess.run(None, {"x": x})[0]
+    plan = compiled(sess)
+    spans = [(s.start, s.stop) for s in plan.jit.segments]
+    kinds = [st.node.info.op_type for st in plan.steps]
+    matmul = kinds.index("MatMul")
+    assert len(spans) == 2 and spans[0][1] == matmul and spans[1][0] == matmul + 1, spans
+    for _ in range(2):
+        got = sess.run(None, {"x": x})[0]
+        assert got.tobytes() == want.tobytes()
+    assert list(cache_dir.glob("graphrt_sched_*.py"))        # written for later processes
+
+
+def test_model_outputs_and_run_into_through_segments():
+    model = graphrt.load(models.transformer_block(), intra_op_threads=1)
+    x = np.random.default_rng(2).standard_normal((8, 32, 32)).astype(np.float32)
+    want = model(x)
+    plan = compiled(model.session)
+    assert plan.jit is not None and plan.jit.segments
+    out = np.empty_like(want)
+    model.run_into(x, out)
+    assert out.tobytes() == want.tobytes() == model(x).tobytes()
+
+
+def test_profile_and_cancel_runs_take_every_step():
+    sess = graphrt.Session(chain_model())
+    x = np.ones((5, 24), np.float32)
+    sess.run(None, {"x": x})
+    plan = compiled(sess)
+    assert plan.jit is not None
+    prof = graphrt.Profile()
+    sess.run(None, {"x": x}, profile=prof)
+    assert len(prof.steps) == len(plan.steps)      # one timing per step: none skipped
+    token = graphrt.CancelToken()
+    token.cancel()
+    with pytest.raises(graphrt.SessionError) as info:
+        sess.run(None, {"x": x}, cancel=token)
+    assert info.value.kind == graphrt.ErrorKind.CANCELLED
+
+
+def test_a_reused_plan_compiles_in_the_background(monkeypatch):
+    monkeypatch.setenv("GRAPHRT_JIT_SCHEDULE", "1")
+    sess = graphrt.Session(chain_model())
+    x = np.ones((5, 24), np.float32)
+    want = sess.run(None, {"x": x})[0]
+    sess.run(None, {"x": x})                   # the second run starts the compile
+    (key, entry), = sess._plans._entries
+    for _ in range(600):
+        if entry.plan.jit is not None:
+            break
+        assert getattr(entry.plan, "jit_error", None) is None
+        import time
+        time.sleep(0.05)
+    assert entry.plan.jit is not None
+    assert sess.run(None, {"x": x})[0].tobytes() == want.tobytes()
+
+
+def test_another_process_loads_the_schedule_from_disk(cache_dir):
+    """The generated module is named by its text's hash and cached by numba on disk: a second
+    process finds it and compiles nothing (numba's cache hit counter)."""
+    code = (
+        "import numpy as np, graphrt\n"
+        "from tests.test_jitsched import chain_model, compiled\n"
+        "s = graphrt.Session(chain_model())\n"
+        "s.run(None, {'x': np.ones((5, 24), np.float32)})\n"
+        "plan = compiled(s)\n"
+        "print(sum(sum(g.fn.stats.cache_hits.values()) for g in plan.jit.segments),"
+        " len(plan.jit.segments))\n")
+    env = dict(os.environ, GRAPHRT_CACHE_DIR=str(cache_dir), GRAPHRT_JIT_SCHEDULE="0")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True,
+                           text=True, timeout=600) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-2000:]
+    first, second = (tuple(map(int, r.stdout.split())) for r in runs)
+    assert first[1] == second[1] >= 1
+    assert first[0] == 0 and second[0] == second[1]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Mapping
 
 import numba
@@ -20,6 +21,7 @@ from .passes.export import to_onnx
 from .passes.table import run_passes
 from .plan.build import CONST, STATIC, checked_mode
 from .plan.cache import PlanCache
+from .plan import jitsched
 from .plan.execute import execute, release_dynamic
 from .subgraph import Body, signature as _signature
 
@@ -62,6 +64,16 @@ class Session:
     @property
     def plans_built(self) -> int:
         return self._plans.builds
+
+    def wait_for_schedules(self, timeout: float | None = None) -> bool:
+        """Wait until no cached plan is still compiling its jitted schedule (a plan starts on
+        its second run, in the background; docs/architecture.md). True when none is left
+        compiling, False when ``timeout`` seconds passed first."""
+        end = None if timeout is None else time.monotonic() + timeout
+        for _key, entry in self._plans._entries:
+            if not jitsched.wait(entry.plan, None if end is None else end - time.monotonic()):
+                return False
+        return True
 
     # -- running -----------------------------------------------------------------------
     def run(self, output_names=None, feeds: Mapping | None = None, *, out: Mapping | None = None,

@@ -85,13 +85,8 @@ def error(kind, op, inputs, outputs, attrs=None, opset=27, options=None, domain=
         None, feeds_of(model, inputs))))
 
 
+
 def wait_for_schedules(sess, timeout=120.0):
-    """Until every plan of ``sess`` that started compiling its jitted schedule is done (so a
-    measurement sees the steady state, not the compiler)."""
-    import time
-    end = time.monotonic() + timeout
-    for _key, entry in sess._plans._entries:
-        plan = entry.plan
-        while getattr(plan, "jit_started", False) and plan.jit is None and \
-                getattr(plan, "jit_error", None) is None and time.monotonic() < end:
-            time.sleep(0.02)
+    """Until no plan of ``sess`` is still compiling its jitted schedule (so a measurement
+    sees the steady state, not the compiler)."""
+    assert sess.wait_for_schedules(timeout)

@@ -67,11 +67,20 @@ def start_compile(plan, state) -> None:
     """Once per plan: build and compile its schedule on a background thread; the plan's
     ``jit`` becomes the Schedule (or stays None when nothing is worth compiling)."""
     with _lock:
-        if getattr(plan, "jit_started", False):
+        if getattr(plan, "jit_thread", None) is not None:
             return
-        plan.jit_started = True
-    threading.Thread(target=_compile_quietly, args=(plan, state), daemon=True,
-                     name="graphrt-schedule").start()
+        plan.jit_thread = threading.Thread(target=_compile_quietly, args=(plan, state),
+                                           daemon=True, name="graphrt-schedule")
+    plan.jit_thread.start()
+
+
+def wait(plan, timeout: float | None = None) -> bool:
+    """Until the plan's schedule compile (if one started) is over; False on timeout."""
+    t = getattr(plan, "jit_thread", None)
+    if t is None:
+        return True
+    t.join(None if timeout is None else max(0.0, timeout))
+    return not t.is_alive()
 
 
 _lock = threading.Lock()

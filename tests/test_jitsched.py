@@ -133,3 +133,22 @@ def test_another_process_loads_the_schedule_from_disk(cache_dir):
     first, second = (tuple(map(int, r.stdout.split())) for r in runs)
     assert first[1] == second[1] >= 1
     assert first[0] == 0 and second[0] == second[1]
+
+
+def test_shapes_share_the_generated_modules(cache_dir):
+    """Offsets, shapes and scalars are data of the plan, not text: a second input shape
+    compiles no new module, so a process that sees ever new shapes compiles a bounded number
+    (one per combination of kernel variants: serial and parallel ones differ)."""
+    sess = graphrt.Session(chain_model(), graphrt.SessionOptions(optimization_level="basic"))
+    files = []
+    for rows in (5, 11, 3):
+        x = np.random.default_rng(rows).standard_normal((rows, 24)).astype(np.float32)
+        want = sess.run(None, {"x": x})[0]
+        for _key, entry in sess._plans._entries:
+            if tuple(entry.plan.signature[0][1]) == (rows, 24):
+                state = entry.take()
+                entry.plan.jit = jitsched.compile_schedule(entry.plan, state)
+                entry.give(state)
+        assert sess.run(None, {"x": x})[0].tobytes() == want.tobytes()
+        files.append(sorted(p.name for p in cache_dir.glob("graphrt_sched_*.py")))
+    assert files[0] == files[1] == files[2] and len(files[0]) == 2

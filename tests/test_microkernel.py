@@ -15,17 +15,17 @@ SHAPES = [(1, 1, 1), (1, 7, 5), (13, 7, 37), (12, 256, 32), (25, 300, 70), (3, 5
           (40, 0, 9), (97, 1031, 45), (2, 64, 600), (20, 300, 45), (16, 70, 33), (28, 9, 64)]
 
 
-def product(a, b, *, transposed_b=False):
+def product(a, b, *, transposed_b=False, exact=False):
     m, k = a.shape
     n = b.shape[0] if transposed_b else b.shape[1]
     out = np.full(m * n, np.nan, a.dtype)
     ap, bp, cb = mk.carve(mk.work_for(out.dtype)[0], m, n, k)
     if transposed_b:    # b holds B^T (n, k): B[k, j] at j * k + k
         mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, 1, k, out, 0, n, m, n, k,
-                        ap, bp, cb)
+                        ap, bp, cb, exact)
     else:
         mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, n, 1, out, 0, n, m, n, k,
-                        ap, bp, cb)
+                        ap, bp, cb, exact)
     return out.reshape(m, n)
 
 
@@ -115,3 +115,26 @@ def test_depthwise_conv_equals_the_gemm_path(mult, stride, pads, dil, monkeypatc
     monkeypatch.setattr(conv, "DEPTHWISE_ROWS", False)   # plans made now take the GEMM path
     want = graphrt.Session(model).run(None, {"X": x, "W": w})[0]
     assert got[0].tobytes() == got[1].tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("m,k,n", SHAPES)
+def test_exact_arithmetic_gives_the_blocked_kernels_bits(m, k, n, dt):
+    """Exact mode's micro-kernel (a rounded multiply, then a rounded add) against
+    matmul's blocked exact kernel, which does the same operations in the same order."""
+    from graphrt.kernels import matmul
+    rng = np.random.default_rng(m + 7 * k + 13 * n)
+    a = rng.standard_normal((m, k)).astype(dt)
+    b = rng.standard_normal((k, n)).astype(dt)
+    geo = np.zeros(11, np.int64)
+    geo[matmul._M], geo[matmul._N], geo[matmul._K] = m, n, k
+    geo[matmul._A_SI], geo[matmul._A_SK], geo[matmul._B_SK], geo[matmul._B_SJ] = k, 1, n, 1
+    geo[matmul._RB] = matmul.RB
+    want = np.zeros(m * n, dt)
+    one = dt(1)
+    matmul._MATMUL.get(True)(a.reshape(-1), b.reshape(-1), want, want, np.zeros(1, np.int64),
+                             np.zeros(1, np.int64), geo, one, one, -(-m // matmul.RB),
+                             matmul.panels_for(dt, 0))
+    assert product(a, b, exact=True).tobytes() == want.tobytes()
+    assert product(a, np.ascontiguousarray(b.T), transposed_b=True,
+                   exact=True).tobytes() == want.tobytes()

@@ -328,7 +328,7 @@ def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work):
         ap, bp, cb = microkernel.carve(work[slot], rows, p1 - p0, kk)
         microkernel.tile_product(w, (gi * mg + m0) * kk, kk, 1, col, 0, p1 - p0, 1, y,
                                  (img * groups * mg + gi * mg + m0) * p_ + p0, p_, rows,
-                                 p1 - p0, kk, ap, bp, cb)
+                                 p1 - p0, kk, ap, bp, cb, False)
 
 
 def _depthwise(x, w, y, g, planes, mg, kk):
@@ -403,8 +403,9 @@ ONLY_RELU = Variants(_add_bias, "conv_relu", parallel=True, BIAS=False, RELU=Tru
 class GemmCall:
     """A batched product out[b] = A[b] @ B[b] (k ascending): A is read at
     a[offa[b] + i * a_si + k * a_sk], B row-major at b[offb[b] + k * n + j], and out is
-    C-contiguous, one (m, n) block per batch entry. Exact mode: matmul's kernel; fast mode:
-    matmul's tiles (graphrt's micro-kernel, every element one FMA chain)."""
+    C-contiguous, one (m, n) block per batch entry, by matmul's tiles (graphrt's micro-kernel:
+    every element one FMA chain in fast mode, the blocked kernel's rounded multiply-adds in
+    exact mode) or, with GRAPHRT_GEMM=loop, matmul's blocked kernel."""
 
     __slots__ = ("geo", "offa", "offb", "blocks", "work", "one", "fast")
 
@@ -419,13 +420,13 @@ class GemmCall:
         self.blocks = ceil_div(m, RB)
         self.work = m * n * k
         self.one = np.dtype(dtype).type(1)
-        self.fast = None if exact else fast_product(dtype, m, n, k, (a_si, a_sk), (n, 1),
-                                                    self.offa, self.offb)
+        self.fast = fast_product(dtype, m, n, k, (a_si, a_sk), (n, 1), self.offa, self.offb,
+                                 exact)
 
     def __call__(self, exact, a, b, out, batches):
         if batches == 0 or self.blocks == 0:
             return
-        if self.fast is not None and not exact:
+        if self.fast is not None:
             self.fast(a, b, out, out, batches)
             return
         fn = _MATMUL.get(exact, batches * self.work >= PARALLEL_WORK)

@@ -196,7 +196,7 @@ def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work):
             ap, bp, cb = microkernel.carve(work[numba.get_thread_id()], r1 - r0, w, kk)
             microkernel.tile_product(a, offa[batch] + r0 * a_si, a_si, g[_T_A_SK], b,
                                      offb[batch] + j0 * b_sj, g[_T_B_SK], b_sj, out,
-                                     oo + r0 * n + j0, n, r1 - r0, w, kk, ap, bp, cb)
+                                     oo + r0 * n + j0, n, r1 - r0, w, kk, ap, bp, cb, EXACT)
         else:
             blas.XXGEMM(kind, tb, ta, w, r1 - r0, kk, blas.ptr(unit, 0),
                         blas.ptr(b, offb[batch] + j0 * b_sj), ldb,
@@ -221,6 +221,13 @@ def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work):
                 row = out[oo + i * n + j0:oo + i * n + j0 + w]
                 for j in range(w):
                     row[j] = RELU(row[j])
+        if EXACT:
+            for i in range(r0, r1):
+                row = out[oo + i * n + j0:oo + i * n + j0 + w]
+                for j in range(w):
+                    v = row[j]
+                    if v != v:
+                        row[j] = np.nan
 
 
 # Fast mode only: the exact variants are never compiled.
@@ -267,7 +274,7 @@ def gemm_path() -> str:
     return path
 
 
-def fast_product(dtype, m, n, k, a_strides, b_strides, offa, offb):
+def fast_product(dtype, m, n, k, a_strides, b_strides, offa, offb, exact=False):
     """For other kernels' products in fast mode: out[b] (an m x n C-order block at b*m*n) =
     A_b @ B_b for b < len(offa), A_b[i, k] = a[offa[b] + i*a_si + k*a_sk], B_b[k, j] =
     b[offb[b] + k*b_sk + j*b_sj], as tiles (gemm_path). Call it as ``call(a, b, out, out,
@@ -276,7 +283,8 @@ def fast_product(dtype, m, n, k, a_strides, b_strides, offa, offb):
     geo[_M], geo[_N], geo[_K] = m, n, k
     geo[_A_SI], geo[_A_SK] = a_strides
     geo[_B_SK], geo[_B_SJ] = b_strides
-    return _plan_blas(_BLAS_MATMUL, np.dtype(dtype), len(offa), offa, offb, geo, fold=False)
+    return _plan_blas(_BLAS_MATMUL, np.dtype(dtype), len(offa), offa, offb, geo, fold=False,
+                      exact=exact)
 
 
 def _tiling(nb: int, m: int, n: int, k: int) -> tuple[int, int]:
@@ -309,15 +317,16 @@ def _operand(s_outer, s_inner, outer, inner):
     return None
 
 
-def _plan_blas(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=True):
-    """The tiled form of a fast-mode float product (gemm_path), or None where it does not
-    apply (exact mode and other types use the kernel above)."""
+def _plan_blas(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=True, exact=False):
+    """The tiled form of a float product (gemm_path), or None where it does not apply
+    (other types, and GRAPHRT_GEMM=loop, use the kernel above). Exact mode: the micro-kernel's
+    exact arithmetic, never the BLAS (the blocked kernel's bits, faster)."""
     kind = blas.KIND.get(dt)
     path = gemm_path()
     m, n, k = int(geo[_M]), int(geo[_N]), int(geo[_K])
     if kind is None or path == "loop" or nb * m * n == 0:
         return None             # (an empty output: the blocked kernel has nothing to do)
-    own = path == "tiles" or not blas.available()
+    own = exact or path == "tiles" or not blas.available()
     if not own and nb * m * n * k < BLAS_MIN_WORK:
         return None
     offa = np.asarray(offa, dtype=np.int64)
@@ -345,7 +354,7 @@ def _plan_blas(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=True
     call.own = own
     call.tasks = int(nb * g[_T_TM] * g[_T_TN])
     call.fn = (_OWN[variants] if own else variants).get(
-        False, call.tasks > 1 and nb * m * n * k >= PARALLEL_WORK)
+        exact, call.tasks > 1 and nb * m * n * k >= PARALLEL_WORK)
     if call.tasks > 1 or own:
         # own tiles take their scratch by numba.get_thread_id, which links against the
         # threading layer even in serial code: the layer must run before the kernel does
@@ -442,8 +451,7 @@ class MatMul(OpKernel):
         wd = compute_dtype(dt)
         p = _prepare(ctx, _MATMUL, wd, nb, offa, offb, geo)
         p.narrow = wd != dt
-        if not ctx.exact:
-            p.blas = _plan_blas(_BLAS_MATMUL, wd, nb, offa, offb, geo)
+        p.blas = _plan_blas(_BLAS_MATMUL, wd, nb, offa, offb, geo, exact=ctx.exact)
 
     def absorb_relu(self, prepared) -> bool:
         return absorb_relu(prepared)
@@ -518,8 +526,8 @@ class Gemm(OpKernel):
         geo[_A_SI], geo[_A_SK] = (1, m) if self.trans_a else (k, 1)
         geo[_B_SK], geo[_B_SJ] = (1, k) if self.trans_b else (n, 1)
         p = _prepare(ctx, _GEMM, dt, 1, [0], [0], geo, self.alpha, self.beta)
-        if not ctx.exact:
-            p.blas = _plan_blas(_BLAS_GEMM, dt, 1, [0], [0], geo, self.alpha, self.beta)
+        p.blas = _plan_blas(_BLAS_GEMM, dt, 1, [0], [0], geo, self.alpha, self.beta,
+                            exact=ctx.exact)
 
     def absorb_relu(self, prepared) -> bool:
         return absorb_relu(prepared)

@@ -3,7 +3,9 @@
     out[i, j] = sum_k a[ao + i*a_si + k*a_sk] * b[bo + k*b_sk + j*b_sj]   (i < rows, j < cols)
 
 Every output element is one accumulator: acc = 0, then acc = fma(a[i, k], b[k, j], acc) for k
-ascending, in the element type. Blocking (KC values of k at a time, the partial sum waiting in
+ascending, in the element type (fast mode); in exact mode acc = acc + a[i, k] * b[k, j], a
+rounded multiply then a rounded add — the operations and order of graphrt's blocked kernel
+(matmul._product), so the same bits, on every machine, at several times its speed. Blocking (KC values of k at a time, the partial sum waiting in
 ``out`` between blocks), packing, the tile an element falls in and the thread that runs it
 change where the sum waits, never its order or its operations, so the bits of an element
 depend on its row of A, its column of B and K only: not on M, N, the batch, the tiling or
@@ -64,16 +66,19 @@ NR32 = nr_of(4)
 NR64 = nr_of(8)
 
 
-def _make_micro(rows: int):
-    """The micro-kernel for ``rows`` rows (at most MR) of a packed A panel."""
-    def micro(typingctx, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load):
-        return _micro_ir(rows, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
+def _make_micro(rows: int, fused: bool = True):
+    """The micro-kernel for ``rows`` rows (at most MR) of a packed A panel; ``fused``: each
+    step one FMA (fast mode), else a multiply and an add, each rounded (exact mode: the
+    operations of graphrt's blocked kernel, so the same bits on every machine)."""
+    def kernel(typingctx, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load):
+        return _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc,
+                         load)
 
-    micro.__name__ = micro.__qualname__ = f"micro{rows}"
-    return intrinsic(micro)
+    kernel.__name__ = kernel.__qualname__ = f"micro{rows}{'' if fused else '_exact'}"
+    return intrinsic(kernel)
 
 
-def _micro_ir(rows, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load):
+def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load):
     """c[c_off + r*ldc + j] (r < rows, j < NR) = (load ? c : 0) + sum over k < kc of
     ap[a_off + k*a_k + r*a_r] * bp[b_off + k*ldb + j], each step one fused multiply-add
     (a packed A panel has a_k = MR, a_r = 1)."""
@@ -136,8 +141,12 @@ def _micro_ir(rows, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load
             s = builder.load(builder.gep(ak, [builder.mul(a_r, ir.Constant(i64, r))]))
             sv = builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(
                 ir.IntType(32), 0)), undef, mask)
-            new.append(builder.call(fma, [sv, b0, accs[2 * r]]))
-            new.append(builder.call(fma, [sv, b1, accs[2 * r + 1]]))
+            if fused:
+                new.append(builder.call(fma, [sv, b0, accs[2 * r]]))
+                new.append(builder.call(fma, [sv, b1, accs[2 * r + 1]]))
+            else:   # acc + a * b, two roundings (no fast-math flags: never contracted)
+                new.append(builder.fadd(accs[2 * r], builder.fmul(sv, b0)))
+                new.append(builder.fadd(accs[2 * r + 1], builder.fmul(sv, b1)))
         k_next = builder.add(k, ir.Constant(i64, 1))
         k.add_incoming(k_next, builder.block)
         for p, v in zip(accs, new):
@@ -165,6 +174,9 @@ def _micro_ir(rows, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load
 _micro = _make_micro(MR)
 _micro8 = _make_micro(8)
 _micro4 = _make_micro(4)
+_micro_x = _make_micro(MR, fused=False)
+_micro8_x = _make_micro(8, fused=False)
+_micro4_x = _make_micro(4, fused=False)
 
 
 @intrinsic
@@ -182,8 +194,35 @@ def fma(typingctx, x, y, z):
     return sig, codegen
 
 
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def step(exact, x, y, acc):
+    """One step of an element's chain: acc + x * y rounded twice (exact) or once (FMA)."""
+    if exact:
+        return acc + x * y
+    return fma(x, y, acc)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def micro(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load):
+    """The micro-kernel for h rows (MR, 8 or 4; any other h reads MR rows of a padded
+    panel) of the mode's arithmetic."""
+    if exact:
+        if h == 8:
+            _micro8_x(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
+        elif h == 4:
+            _micro4_x(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
+        else:
+            _micro_x(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
+    elif h == 8:
+        _micro8(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
+    elif h == 4:
+        _micro4(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
+    else:
+        _micro(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
-def _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb):
+def _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, exact):
     """The few-rows case with B's columns contiguous in k (B transposed, e.g. a Gemm with
     transB over one input row): eight columns at a time, each its own FMA chain over k
     ascending, the same operations as the micro-kernel's, read without packing."""
@@ -208,14 +247,14 @@ def _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb):
                 s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = z
                 for k in range(kk):
                     x = arow[k * a_sk]
-                    s0 = fma(x, r0[k], s0)
-                    s1 = fma(x, r1[k], s1)
-                    s2 = fma(x, r2[k], s2)
-                    s3 = fma(x, r3[k], s3)
-                    s4 = fma(x, r4[k], s4)
-                    s5 = fma(x, r5[k], s5)
-                    s6 = fma(x, r6[k], s6)
-                    s7 = fma(x, r7[k], s7)
+                    s0 = step(exact, x, r0[k], s0)
+                    s1 = step(exact, x, r1[k], s1)
+                    s2 = step(exact, x, r2[k], s2)
+                    s3 = step(exact, x, r3[k], s3)
+                    s4 = step(exact, x, r4[k], s4)
+                    s5 = step(exact, x, r5[k], s5)
+                    s6 = step(exact, x, r6[k], s6)
+                    s7 = step(exact, x, r7[k], s7)
                 o = oo + i * ldo + j0
                 out[o] = s0
                 out[o + 1] = s1
@@ -230,13 +269,13 @@ def _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb):
                     bj = bo + j * b_sj
                     s0 = z
                     for k in range(kk):
-                        s0 = fma(a[ai + k * a_sk], b[bj + k], s0)
+                        s0 = step(exact, a[ai + k * a_sk], b[bj + k], s0)
                     out[oo + i * ldo + j] = s0
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk,
-                 ap, bp, cb):
+                 ap, bp, cb, exact):
     """out[oo + i*ldo + j] = A[i, :] @ B[:, j] for i < rows, j < cols (module docstring),
     NC columns at a time. ``ap``, ``bp``, ``cb``: scratch from carve(work, rows, cols, kk)."""
     if kk == 0:
@@ -245,16 +284,17 @@ def tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols,
                 out[oo + i * ldo + j] = 0
         return
     if rows < FEW_ROWS and b_sk == 1 and b_sj != 1:
-        _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb)
+        _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, exact)
         return
     nc = bp.size // max(1, min(KC, kk))
     for jc in range(0, cols, nc):
         _block(a, ao, a_si, a_sk, b, bo + jc * b_sj, b_sk, b_sj, out, oo + jc, ldo, rows,
-               min(nc, cols - jc), kk, ap, bp, cb)
+               min(nc, cols - jc), kk, ap, bp, cb, exact)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, ap, bp, cb):
+def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, ap, bp, cb,
+           exact):
     nr = cb.size // MR
     # B's rows are read in place where its columns are contiguous (only edge panels are
     # packed): packing would cost a copy per element for little gain at these sizes
@@ -314,24 +354,17 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
                         asrc, aoff, a_k, a_r = a, ao + i0 * a_si + pc, 1, a_si
                     else:
                         asrc, aoff, a_k, a_r = ap, ip * kc * MR, MR, 1
-                    if h == MR and w == nr:
-                        _micro(asrc, aoff, a_k, a_r, bsrc, boff, ldb, out, co, ldo, kc, pc > 0)
-                    elif h == 8 and w == nr:
-                        _micro8(asrc, aoff, a_k, a_r, bsrc, boff, ldb, out, co, ldo, kc, pc > 0)
-                    elif h == 4 and w == nr:
-                        _micro4(asrc, aoff, a_k, a_r, bsrc, boff, ldb, out, co, ldo, kc, pc > 0)
+                    if w == nr and (h == MR or h == 8 or h == 4):
+                        micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, out, co, ldo,
+                              kc, pc > 0)
                     else:
                         if pc > 0:
                             for ii in range(h):
                                 for jj in range(w):
                                     cb[ii * nr + jj] = out[co + ii * ldo + jj]
                         # (a direct A has exactly h rows: the h-row kernel reads no more)
-                        if h == 8:
-                            _micro8(asrc, aoff, a_k, a_r, bsrc, boff, ldb, cb, 0, nr, kc, pc > 0)
-                        elif h == 4:
-                            _micro4(asrc, aoff, a_k, a_r, bsrc, boff, ldb, cb, 0, nr, kc, pc > 0)
-                        else:
-                            _micro(asrc, aoff, a_k, a_r, bsrc, boff, ldb, cb, 0, nr, kc, pc > 0)
+                        micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, cb, 0, nr, kc,
+                              pc > 0)
                         for ii in range(h):
                             for jj in range(w):
                                 out[co + ii * ldo + jj] = cb[ii * nr + jj]

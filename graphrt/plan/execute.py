@@ -65,7 +65,8 @@ def _run_scheduled(plan: ExecutionPlan, state: RunState, jit) -> None:
     while i < len(steps):
         if k < len(segments) and segments[k].start == i:
             try:
-                segments[k].fn(slab, consts[k])
+                g = segments[k]
+                g.fn(slab, consts[k], g.ints, g.floats)
             except Exception as e:  # (the kernels jitted do not raise; this is a bug)
                 first, last = steps[i].node.info, steps[segments[k].stop - 1].node.info
                 raise SessionError(ErrorKind.UNSUPPORTED,

@@ -3,10 +3,13 @@
 A kernel that runs as one call of one compiled function says so through
 ``OpKernel.jit_call(ctx)`` -> (dispatcher, args). Each maximal run of consecutive static steps
 whose kernels all say so (static views, which run nothing, join them) becomes one generated
-function ``segment(slab, c)``: every array argument that lies in the run state's slab becomes
-``slab[a:b].view(dtype)`` at its byte offset (the same for every run state of the plan), every
-other array (constants, plan data) is an element of the tuple ``c``, and every scalar a literal
-in the source. So a run calls numba once per segment instead of Python once per step.
+function ``segment(slab, c, I, F)``: every array argument that lies in the run state's slab
+becomes ``slab[I[a]:I[b]].view(dtype)`` at its byte offset (the same for every run state of
+the plan), every other array (constants, plan data) an element of the tuple ``c``, and every
+scalar an element of the plan's int64 or float64 vector I or F. So a run calls numba once per
+segment instead of Python once per step, and the source depends on the kernels and the kinds
+of their arguments only: all input shapes of a model share one compiled module (the number
+of modules a process compiles stays bounded however many shapes it sees).
 
 The source names each kernel by its qualified name (jit.Variants puts a hash of the bound
 helpers there) and a hash of its source, and the module is written once to a file named by
@@ -32,12 +35,14 @@ MIN_STEPS = 2               # a segment shorter than this is not worth a numba c
 
 
 class Segment:
-    """Steps start..stop-1 of a plan as one compiled call."""
+    """Steps start..stop-1 of a plan as one compiled call ``fn(slab, consts, ints,
+    floats)``; ``ints`` and ``floats`` are this plan's offsets, shapes and scalars."""
 
-    __slots__ = ("start", "stop", "fn")
+    __slots__ = ("start", "stop", "fn", "ints", "floats")
 
-    def __init__(self, start: int, stop: int, fn):
+    def __init__(self, start: int, stop: int, fn, data):
         self.start, self.stop, self.fn = start, stop, fn
+        self.ints, self.floats = data
 
 
 class Schedule:
@@ -112,11 +117,11 @@ def compile_schedule(plan, state) -> Schedule | None:
         return None
     slab = state.slab
     for start, stop in runs:
-        source, kernels, _ = _source(calls[start:stop], slab)
+        source, kernels, data = _source(calls[start:stop], slab)
         fn = _load(source, kernels)
         consts = _consts_of(calls[start:stop], slab)
-        fn.compile((numba.typeof(slab), numba.typeof(consts)))
-        segments.append(Segment(start, stop, fn))
+        fn.compile(tuple(numba.typeof(v) for v in (slab, consts) + data))
+        segments.append(Segment(start, stop, fn, data))
 
     def consts_of(st):
         return [_consts_of([_call_of(s, c) for s, c in zip(plan.steps[g.start:g.stop],
@@ -147,23 +152,34 @@ def _in_slab(a: np.ndarray, slab: np.ndarray):
     return p - base
 
 
-def _literal(v) -> str | None:
+def _scalar(v, ints: list, floats: list) -> str | None:
+    """Source reading scalar ``v`` from the segment's int64 or float64 vector (appended to),
+    typed as ``v`` is; None for a value that is neither."""
     if isinstance(v, (bool, np.bool_)):
-        return "True" if v else "False"
+        ints.append(int(v))
+        return f"(I[{len(ints) - 1}] != 0)"
     if isinstance(v, (int, np.integer)):
-        return f"np.int64({int(v)})" if isinstance(v, np.integer) else str(int(v))
-    if isinstance(v, (float, np.floating)):
-        if not math.isfinite(float(v)):
-            return None
-        kind = type(v).__name__ if isinstance(v, np.floating) else "float64"
-        return f"np.{kind}({float(v)!r})"
+        ints.append(int(v))
+        ref = f"I[{len(ints) - 1}]"
+        return ref if not isinstance(v, np.integer) or v.dtype == np.int64 else \
+            f"np.{v.dtype.name}({ref})"
+    if isinstance(v, (float, np.floating)) and np.dtype(type(v)).itemsize <= 8:
+        floats.append(float(v))
+        ref = f"F[{len(floats) - 1}]"
+        return ref if not isinstance(v, np.floating) or v.dtype == np.float64 else \
+            f"np.{v.dtype.name}({ref})"
     return None
 
 
 def _source(calls, slab):
+    """The segment's source and its data: slab offsets, shapes and scalars are read from
+    the int64 vector I and the float64 vector F, so the text depends on the kernels and the
+    kinds of their arguments only, and every shape of a model shares one module."""
     kernels: dict[str, object] = {}
     lines = []
     n_const = 0
+    ints: list = []
+    floats: list = []
     tags = []
     for call in calls:
         if call == ():
@@ -182,18 +198,26 @@ def _source(calls, slab):
                     parts.append(f"c[{n_const}]")
                     n_const += 1
                     continue
-                view = f"slab[{off}:{off + a.nbytes}].view(np.{a.dtype.name})"
-                parts.append(view if a.ndim == 1 else f"{view}.reshape({tuple(a.shape)!r})")
+                k = len(ints)
+                ints += [off, off + a.nbytes]
+                view = f"slab[I[{k}]:I[{k + 1}]].view(np.{a.dtype.name})"
+                if a.ndim != 1:
+                    k = len(ints)
+                    ints += list(a.shape)
+                    dims = ", ".join(f"I[{k + d}]" for d in range(a.ndim))
+                    view += f".reshape(({dims}{',' if a.ndim == 1 else ''}))"
+                parts.append(view)
             else:
-                lit = _literal(a)
-                if lit is None:
-                    raise ValueError(f"argument {a!r} cannot be written as a literal")
-                parts.append(lit)
+                ref = _scalar(a, ints, floats)
+                if ref is None:
+                    raise ValueError(f"argument {a!r} is neither an array nor a scalar")
+                parts.append(ref)
         lines.append(f"    {name}({', '.join(parts)})")
     head = ["import numpy as np", "from numba import njit", "",
             "# kernels: " + " ".join(tags), "",
-            "@njit(cache=True, nogil=True)", "def segment(slab, c):"]
-    return "\n".join(head + lines) + "\n", kernels, n_const
+            "@njit(cache=True, nogil=True)", "def segment(slab, c, I, F):"]
+    data = (np.array(ints, dtype=np.int64), np.array(floats + [0.0], dtype=np.float64))
+    return "\n".join(head + lines) + "\n", kernels, data
 
 
 def _consts_of(calls, slab) -> tuple:

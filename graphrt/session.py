@@ -5,7 +5,6 @@ import threading
 import time
 from collections.abc import Mapping
 
-import numba
 import numpy as np
 
 from . import dtypes as _dt

@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import inspect
-import math
 import os
 import sys
 import threading

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from .. import dtypes as _dt
 from ..errors import ErrorKind
@@ -39,6 +39,33 @@ LAYER, RMS, GIVEN, MVN, LP1, LP2 = range(6)
 # prm (compute type): epsilon, 1, 0, n, momentum, 1 - momentum
 _EPS, _ONE, _ZERO, _N, _KEEP, _TAKE = range(6)
 NO_STATS, MEAN_INV, RUNNING = range(3)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+def _affine_run(xs, ys, mu, inv, scale, bias, c0, step, has_scale, has_bias, exact):
+    """ys[k] = ((xs[k] - mu) * inv) * scale[c0 + k * step] + bias[...] (step 0 or 1), the
+    element loop of _normalize for a contiguous run, NaN canonical when exact."""
+    n = xs.size
+    if has_scale and step == 0:
+        sc = scale[c0]
+        bi = bias[c0] if has_bias else sc
+        for k in range(n):
+            v = (xs[k] - mu) * inv * sc
+            if has_bias:
+                v = v + bi
+            ys[k] = np.nan if exact and v != v else v
+    elif has_scale:
+        scs = scale[c0:c0 + n]
+        bis = bias[c0:c0 + n] if has_bias else scs
+        for k in range(n):
+            v = (xs[k] - mu) * inv * scs[k]
+            if has_bias:
+                v = v + bis[k]
+            ys[k] = np.nan if exact and v != v else v
+    else:
+        for k in range(n):
+            v = (xs[k] - mu) * inv
+            ys[k] = np.nan if exact and v != v else v
 
 
 def _normalize(x, scale, bias, mean_in, var_in, y, st1, st2, kshape, kstride, rshape,
@@ -100,6 +127,13 @@ def _normalize(x, scale, bias, mean_in, var_in, y, st1, st2, kshape, kstride, rs
         for ro in range(router):
             off = base + offset_of(ro, rshape, rstride, nr - 1)
             c0 = cb + ro * cw[2]
+            if rs == 1 and MODE != MVN and MODE != LP1 and MODE != LP2 and \
+                    (not has_scale or cw[3] == 0 or cw[3] == 1):
+                # a contiguous run (BatchNormalization's planes, LayerNormalization's rows):
+                # the same operations over slices, which LLVM vectorises
+                _affine_run(x[off:off + rin], y[off:off + rin], mu, inv, scale, bias, c0,
+                            cw[3], has_scale, has_bias, EXACT)
+                continue
             for k in range(rin):
                 p = off + k * rs
                 if MODE == MVN or MODE == LP1 or MODE == LP2:
@@ -117,9 +151,9 @@ def _normalize(x, scale, bias, mean_in, var_in, y, st1, st2, kshape, kstride, rs
                     y[p] = v
 
 
-_LAYER = Variants(_normalize, "norm_layer", parallel=True, MODE=LAYER)
-_RMS = Variants(_normalize, "norm_rms", parallel=True, MODE=RMS)
-_GIVEN = Variants(_normalize, "norm_given", parallel=True, MODE=GIVEN)
+_LAYER = Variants(_normalize, "norm_layer", parallel=True, MODE=LAYER, AFFINE=_affine_run)
+_RMS = Variants(_normalize, "norm_rms", parallel=True, MODE=RMS, AFFINE=_affine_run)
+_GIVEN = Variants(_normalize, "norm_given", parallel=True, MODE=GIVEN, AFFINE=_affine_run)
 _MVN = Variants(_normalize, "norm_mvn", parallel=True, MODE=MVN)
 _LP = {1: Variants(_normalize, "norm_lp1", parallel=True, MODE=LP1),
        2: Variants(_normalize, "norm_lp2", parallel=True, MODE=LP2)}

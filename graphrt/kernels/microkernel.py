@@ -53,7 +53,6 @@ MR = 12 if VBYTES == 64 else 6
 KC = 256                    # k per block: an A panel and a B panel stay in L1
 MC = 8 * MR                 # rows per packed block of A (stays in L2)
 NC_BYTES = 1 << 19          # a packed block of B (KC x NC) stays in L2
-DIRECT_B = True
 FEW_ROWS = 4                # fewer rows with transposed B: _dot_rows (no packing of B)
 
 
@@ -61,9 +60,6 @@ def nr_of(itemsize: int) -> int:
     """Columns of a micro-tile: two vectors."""
     return 2 * VBYTES // itemsize
 
-
-NR32 = nr_of(4)
-NR64 = nr_of(8)
 
 
 def _make_micro(rows: int, fused: bool = True):
@@ -298,7 +294,7 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
     nr = cb.size // MR
     # B's rows are read in place where its columns are contiguous (only edge panels are
     # packed): packing would cost a copy per element for little gain at these sizes
-    direct = b_sj == 1 and DIRECT_B
+    direct = b_sj == 1
     # A's rows are read in place too where its k is contiguous (only edge panels of other
     # heights are packed): measured faster at every size, and much faster for narrow
     # products, where a packed A element would serve only ``cols`` multiply-adds

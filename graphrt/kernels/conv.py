@@ -29,6 +29,7 @@ from . import microkernel
 from .base import InferContext, OpKernel, RunContext, scratch
 from .broadcast import PARALLEL_MIN
 from .pointwise import relu_float
+from .runs import copy_run, zero_run
 from .jit import Variants
 from .matmul import (_A_SI, _A_SK, _B_SJ, _B_SK, _K, _M, _MATMUL, _N, _RB, PARALLEL_WORK, RB,
                      fast_product, panels_for)
@@ -208,33 +209,27 @@ def _im2col(x, col, g, rows):
     d_, h_, w_ = g[_D], g[_H], g[_W]
     od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
     kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
+    sd, sh, sw = g[_SD], g[_SH], g[_SW]
     p_ = od_ * oh_ * ow_
     for r in prange(rows):
         c, kd, kh, kw = tap_of(r, kd_, kh_, kw_)
         xo = c * d_ * h_ * w_
         w0 = kw * g[_DW] - g[_PW]
-        lo = min(ow_, max(0, -(w0 // g[_SW])))      # first ow with ow * sw + w0 >= 0
-        hi = min(ow_, max(lo, (w_ - 1 - w0) // g[_SW] + 1))
-        row = col[r * p_:(r + 1) * p_]
+        lo = min(ow_, max(0, -(w0 // sw)))      # first ow with ow * sw + w0 >= 0
+        hi = min(ow_, max(lo, (w_ - 1 - w0) // sw + 1))
+        o = r * p_
         for od in range(od_):
-            di = od * g[_SD] - g[_PD] + kd * g[_DD]
+            di = od * sd - g[_PD] + kd * g[_DD]
             for oh in range(oh_):
-                hi_ = oh * g[_SH] - g[_PH] + kh * g[_DH]
-                seg = row[(od * oh_ + oh) * ow_:(od * oh_ + oh + 1) * ow_]
+                hi_ = oh * sh - g[_PH] + kh * g[_DH]
                 if di < 0 or di >= d_ or hi_ < 0 or hi_ >= h_:
-                    for j in range(ow_):
-                        seg[j] = 0
-                    continue
-                src = xo + (di * h_ + hi_) * w_ + w0
-                for j in range(lo):
-                    seg[j] = 0
-                if g[_SW] == 1:         # a contiguous run: vectorised copy
-                    seg[lo:hi] = x[src + lo:src + hi]
+                    zero_run(col, o, ow_)
                 else:
-                    for j in range(lo, hi):
-                        seg[j] = x[src + j * g[_SW]]
-                for j in range(hi, ow_):
-                    seg[j] = 0
+                    src = xo + (di * h_ + hi_) * w_ + w0
+                    zero_run(col, o, lo)
+                    copy_run(col, o + lo, x, src + lo * sw, hi - lo, sw)
+                    zero_run(col, o + hi, ow_ - hi)
+                o += ow_
 
 
 def _add_bias(y, b, planes, m, p):
@@ -263,14 +258,14 @@ def _im2col_block(x, col, g, rows, p0, p1, xo):
     d_, h_, w_ = g[_D], g[_H], g[_W]
     oh_, ow_ = g[_OH], g[_OW]
     kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
+    sw = g[_SW]
     pb = p1 - p0
     for r in range(rows):
         c, kd, kh, kw = tap_of(r, kd_, kh_, kw_)
         xc = xo + c * d_ * h_ * w_
         w0 = kw * g[_DW] - g[_PW]
-        lo = min(ow_, max(0, -(w0 // g[_SW])))
-        hi = min(ow_, max(lo, (w_ - 1 - w0) // g[_SW] + 1))
-        row = col[r * pb:(r + 1) * pb]
+        lo = min(ow_, max(0, -(w0 // sw)))
+        hi = min(ow_, max(lo, (w_ - 1 - w0) // sw + 1))
         p = p0
         while p < p1:
             ow = p % ow_
@@ -278,25 +273,18 @@ def _im2col_block(x, col, g, rows, p0, p1, xo):
             oh = t % oh_
             od = t // oh_
             end = min(p1, p + ow_ - ow)
-            seg = row[p - p0:end - p0]
+            o = r * pb + p - p0 - ow        # col index of this output row's ow = 0
             di = od * g[_SD] - g[_PD] + kd * g[_DD]
             hi_ = oh * g[_SH] - g[_PH] + kh * g[_DH]
             if di < 0 or di >= d_ or hi_ < 0 or hi_ >= h_:
-                for j in range(end - p):
-                    seg[j] = 0
+                zero_run(col, o + ow, end - p)
             else:
                 src = xc + (di * h_ + hi_) * w_ + w0
                 a = min(max(lo, ow), ow + end - p)
                 b = min(max(hi, a), ow + end - p)
-                for j in range(ow, a):
-                    seg[j - ow] = 0
-                if g[_SW] == 1:         # a contiguous run: vectorised copy
-                    seg[a - ow:b - ow] = x[src + a:src + b]
-                else:
-                    for j in range(a, b):
-                        seg[j - ow] = x[src + j * g[_SW]]
-                for j in range(b, ow + end - p):
-                    seg[j - ow] = 0
+                zero_run(col, o + ow, a - ow)
+                copy_run(col, o + a, x, src + a * sw, b - a, sw)
+                zero_run(col, o + b, ow + end - p - b)
             p = end
 
 
@@ -335,56 +323,70 @@ def _depthwise(x, w, y, g, planes, mg, kk):
     """Fast-mode Conv with one input channel per group (depthwise, any multiplier mg): plane
     t = (image, output channel m) reads input channel m // mg. Each output element is the
     micro-kernel's FMA chain over the kernel taps in row-major order, padding taps included
-    as products with 0 (so an infinite weight still gives NaN there, as in the GEMM path),
-    computed a whole output row at a time."""
+    as products with 0 (so an infinite weight still gives NaN there, as in the GEMM path).
+
+    The plane is first split by stride phase into zero-bordered buffers: phase (rh, rw)
+    holds padded input rows i * sh + rh and columns k * sw + rw, so tap (kh, kw) reads
+    phase ((kh * dh) % sh, (kw * dw) % sw) shifted by ((kh * dh) // sh, (kw * dw) // sw).
+    Laid out on a grid of width wq, every tap is then one unit-stride pass over the whole
+    output plane (output (oh, ow) at oh * wq + ow; the columns past ow_ are thrown away),
+    with unsigned indices (see runs.py), which vectorises."""
     d_, h_, w_ = g[_D], g[_H], g[_W]
     od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
     kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
-    sw = g[_SW]
+    sd, sh, sw = g[_SD], g[_SH], g[_SW]
+    pd, ph, pw = g[_PD], g[_PH], g[_PW]
+    dd, dh, dw = g[_DD], g[_DH], g[_DW]
+    dp = (od_ - 1) * sd + (kd_ - 1) * dd + 1        # padded depth the windows reach
+    hq = oh_ + (kh_ - 1) * dh // sh                 # a phase's rows and columns
+    wq = ow_ + (kw_ - 1) * dw // sw
+    nph = sh * sw
+    plane = hq * wq
+    n = (oh_ - 1) * wq + ow_
     m_all = g[_C] * mg
     p_ = od_ * oh_ * ow_
     for t in prange(planes):
-        img = t // m_all
-        m = t - img * m_all
+        tt = np.int64(t)
+        img = tt // m_all
+        m = tt - img * m_all
         xo = (img * g[_C] + m // mg) * d_ * h_ * w_
         wo = m * kk
+        xp = np.zeros(dp * nph * plane, dtype=y.dtype)
+        for dpi in range(dp):
+            di = dpi - pd
+            if di < 0 or di >= d_:
+                continue
+            for rh in range(sh):
+                for rw in range(sw):
+                    # columns k with 0 <= k * sw + rw - pw < w_
+                    c0 = min(wq, max(0, -((rw - pw) // sw)))
+                    c1 = min(wq, max(c0, (w_ - 1 - rw + pw) // sw + 1))
+                    for i in range(hq):
+                        hi_ = i * sh + rh - ph
+                        if 0 <= hi_ < h_:
+                            copy_run(xp, ((dpi * nph + rh * sw + rw) * hq + i) * wq + c0, x,
+                                     xo + (di * h_ + hi_) * w_ + c0 * sw + rw - pw, c1 - c0, sw)
+        acc = np.empty(n, dtype=y.dtype)
         for od in range(od_):
+            zero_run(acc, 0, n)
+            for kd in range(kd_):
+                for kh in range(kh_):
+                    rh, qh = (kh * dh) % sh, (kh * dh) // sh
+                    for kw in range(kw_):
+                        rw, qw = (kw * dw) % sw, (kw * dw) // sw
+                        wv = w[wo + (kd * kh_ + kh) * kw_ + kw]
+                        s0 = np.uint64((((od * sd + kd * dd) * nph + rh * sw + rw) * hq + qh) * wq + qw)
+                        for q in range(np.uint64(n)):
+                            acc[q] = microkernel.fma(wv, xp[s0 + q], acc[q])
             for oh in range(oh_):
-                row = y[t * p_ + (od * oh_ + oh) * ow_:t * p_ + (od * oh_ + oh + 1) * ow_]
-                for j in range(ow_):
-                    row[j] = 0
-                z = row[0]              # a zero of the element type
-                for kd in range(kd_):
-                    di = od * g[_SD] - g[_PD] + kd * g[_DD]
-                    for kh in range(kh_):
-                        hi_ = oh * g[_SH] - g[_PH] + kh * g[_DH]
-                        inside = 0 <= di < d_ and 0 <= hi_ < h_
-                        for kw in range(kw_):
-                            wv = w[wo + (kd * kh_ + kh) * kw_ + kw]
-                            w0 = kw * g[_DW] - g[_PW]
-                            lo = min(ow_, max(0, -(w0 // sw)))
-                            hi = min(ow_, max(lo, (w_ - 1 - w0) // sw + 1))
-                            if not inside:
-                                lo = hi = ow_
-                            for j in range(lo):
-                                row[j] = microkernel.fma(wv, z, row[j])
-                            src = xo + (di * h_ + hi_) * w_ + w0
-                            if sw == 1:
-                                seg = x[src + lo:src + hi]
-                                part = row[lo:hi]
-                                for j in range(hi - lo):
-                                    part[j] = microkernel.fma(wv, seg[j], part[j])
-                            else:
-                                for j in range(lo, hi):
-                                    row[j] = microkernel.fma(wv, x[src + j * sw], row[j])
-                            for j in range(hi, ow_):
-                                row[j] = microkernel.fma(wv, z, row[j])
+                copy_run(y, tt * p_ + (od * oh_ + oh) * ow_, acc, oh * wq, ow_, 1)
 
 
-DEPTHWISE = Variants(_depthwise, "conv_depthwise", parallel=True, MK=microkernel.SOURCE_TAG)
+DEPTHWISE = Variants(_depthwise, "conv_depthwise", parallel=True, MK=microkernel.SOURCE_TAG,
+                     COPY=copy_run, ZERO=zero_run)
 DEPTHWISE_ROWS = True       # False: depthwise convs take the GEMM path (tests compare the two)
 CONV_TILES = Variants(_conv_tiles, "conv_tiles", parallel=True, MK=microkernel.SOURCE_TAG,
-                      IM2COL_BLOCK=_im2col_block, TAP=tap_of)
+                      IM2COL_BLOCK=_im2col_block)
 COL_BLOCK_BYTES = 1 << 21   # a task's column block (K x pb) stays in cache
 MIN_COLS = 384              # ... but has enough columns to pay for reading the weights
 WHOLE_COL_BYTES = 1 << 28   # up to this, one image's whole column matrix is made once instead
@@ -392,7 +394,7 @@ MIN_TASKS = 4               # channel blocks are cut until a product has this ma
 
 
 # im2col only moves data: its fast variant serves both modes.
-IM2COL = Variants(_im2col, "conv_im2col", parallel=True, TAP=tap_of)
+IM2COL = Variants(_im2col, "conv_im2col", parallel=True, TAP=tap_of, COPY=copy_run, ZERO=zero_run)
 ADD_BIAS = Variants(_add_bias, "conv_bias", parallel=True, BIAS=True, RELU=False)
 BIAS_RELU = Variants(_add_bias, "conv_bias_relu", parallel=True, BIAS=True, RELU=True,
                      RELU_OF=relu_float)

@@ -22,34 +22,35 @@ def _binary(a, b, out, shape, sa, sb, block, tasks):
     r = shape.size
     inner = shape[r - 1]
     per_row = (inner + block - 1) // block
-    ia = sa[r - 1]
-    ib = sb[r - 1]
+    # unsigned indices: numba's wraparound of a negative signed index keeps loops scalar
+    ia = np.uint64(sa[r - 1])
+    ib = np.uint64(sb[r - 1])
     for t in prange(tasks):
         row, j0, j1 = task_span(t, per_row, block, inner)
-        oa = row_offset(row, shape, sa)
-        ob = row_offset(row, shape, sb)
-        base = row * inner
+        oa = np.uint64(row_offset(row, shape, sa))
+        ob = np.uint64(row_offset(row, shape, sb))
+        base = np.uint64(row * inner)
         if ia == 1 and ib == 1:             # the common cases get loops LLVM can vectorise
-            for j in range(j0, j1):
+            for j in range(np.uint64(j0), np.uint64(j1)):
                 put(out, base + j, OP(a[oa + j], b[ob + j]), EXACT)
         elif ib == 0:
             y = b[ob]
-            for j in range(j0, j1):
+            for j in range(np.uint64(j0), np.uint64(j1)):
                 put(out, base + j, OP(a[oa + j * ia], y), EXACT)
         elif ia == 0:
             x = a[oa]
-            for j in range(j0, j1):
+            for j in range(np.uint64(j0), np.uint64(j1)):
                 put(out, base + j, OP(x, b[ob + j * ib]), EXACT)
         else:
-            for j in range(j0, j1):
+            for j in range(np.uint64(j0), np.uint64(j1)):
                 put(out, base + j, OP(a[oa + j * ia], b[ob + j * ib]), EXACT)
 
 
 def _unary(x, out, block, tasks):
     n = out.size
     for t in prange(tasks):
-        j0 = t * block
-        for j in range(j0, min(n, j0 + block)):
+        j0 = np.int64(t) * block
+        for j in range(np.uint64(j0), np.uint64(min(n, j0 + block))):
             put(out, j, OP(x[j]), EXACT)
 
 

@@ -50,13 +50,28 @@ class FusedEpilogue(OpKernel):
             ctx.require_run_time_values()
             return
         facts = [(p.out_dtypes[0], p.out_shapes[0], p.prepared)]
-        # A first Relu stage the primary can apply itself (in its tiles or its bias pass,
-        # with Relu's own scalar function) is left out of the stages run below.
         absorbed = 0
-        if self.stages and isinstance(self.stages[0].kernel, Relu) and \
+        # Fast mode: leading multiplications and additions by constants the primary can
+        # fold into its own parameters (BatchNormalization's per-channel scale and shift:
+        # rounded differently, so never in exact mode).
+        absorb_affine = getattr(self.primary, "absorb_affine", None)
+        while absorb_affine is not None and not ctx.exact and absorbed < len(self.stages):
+            st = self.stages[absorbed]
+            op = st.kernel.node.op_type
+            if st.kernel.node.domain != "" or st.kernel.node.opset < 7 or \
+                    op not in ("Mul", "Add", "Sub", "Div") or \
+                    len(st.extra) != 1 or vals[st.extra[0]] is None or \
+                    not absorb_affine(p.prepared, op, st.chained, vals[st.extra[0]],
+                                      p.out_shapes[0]):
+                break
+            absorbed += 1
+            facts.append(facts[0])
+        # A Relu stage next that the primary can apply itself (in its tiles or its bias
+        # pass, with Relu's own scalar function) is left out of the stages run below too.
+        if absorbed < len(self.stages) and isinstance(self.stages[absorbed].kernel, Relu) and \
                 p.out_dtypes[0].kind == "f" and \
                 getattr(self.primary, "absorb_relu", lambda _p: False)(p.prepared):
-            absorbed = 1
+            absorbed += 1
             facts.append(facts[0])
         for st in self.stages[absorbed:]:
             prev = facts[-1]

@@ -35,7 +35,7 @@ class Variants:
 
     def __init__(self, template, name: str, parallel: bool = False, **consts):
         self.name = name
-        tag = _hash_of(consts)
+        tag = _hash_of(consts, template)
         self._table = {}
         for exact in (False, True):
             for par in ((False, True) if parallel else (False,)):
@@ -59,12 +59,15 @@ def _rebind(template, qualname: str, consts: dict):
     return fn
 
 
-def _hash_of(consts: dict) -> str:
-    """A short hash of the bound helpers' source and of the njit functions they call (by
-    global name, recursively), so editing any of them renames the variants that use it."""
+def _hash_of(consts: dict, template=None) -> str:
+    """A short hash of the template's and the bound helpers' source and of the njit functions
+    they call (by global name, recursively), so editing any of them renames the variants
+    that use it (numba's cache would otherwise keep code compiled from the old callees)."""
     h = hashlib.sha1()
     h.update(",".join(sorted(FAST_MATH)).encode())
     seen: set = set()
+    if template is not None:
+        _feed_source(h, template, seen)
     for key in sorted(consts):
         h.update(key.encode())
         _feed(h, consts[key], seen)
@@ -76,6 +79,10 @@ def _feed(h, value, seen: set) -> None:
     if py is None:
         h.update(repr(value).encode())
         return
+    _feed_source(h, py, seen)
+
+
+def _feed_source(h, py, seen: set) -> None:
     if id(py) in seen:
         return
     seen.add(id(py))

@@ -62,28 +62,39 @@ def nr_of(itemsize: int) -> int:
 
 
 
-def _make_micro(rows: int, fused: bool = True):
+def _make_micro(rows: int, fused: bool = True, masked: bool = False):
     """The micro-kernel for ``rows`` rows (at most MR) of a packed A panel; ``fused``: each
     step one FMA (fast mode), else a multiply and an add, each rounded (exact mode: the
-    operations of graphrt's blocked kernel, so the same bits on every machine)."""
-    def kernel(typingctx, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load):
-        return _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc,
-                         load)
+    operations of graphrt's blocked kernel, so the same bits on every machine); ``masked``:
+    it takes one more argument, w, and touches only the first w < NR columns of B and C
+    (masked loads and stores), so an edge tile needs neither a packed B nor a buffer."""
+    if masked:
+        def kernel(typingctx, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w):
+            return _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc,
+                             kc, load, w)
+    else:
+        def kernel(typingctx, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load):
+            return _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc,
+                             kc, load)
 
-    kernel.__name__ = kernel.__qualname__ = f"micro{rows}{'' if fused else '_exact'}"
+    kernel.__name__ = kernel.__qualname__ = \
+        f"micro{rows}{'' if fused else '_exact'}{'_masked' if masked else ''}"
     return intrinsic(kernel)
 
 
-def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load):
-    """c[c_off + r*ldc + j] (r < rows, j < NR) = (load ? c : 0) + sum over k < kc of
-    ap[a_off + k*a_k + r*a_r] * bp[b_off + k*ldb + j], each step one fused multiply-add
-    (a packed A panel has a_k = MR, a_r = 1)."""
+def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load,
+              w=None):
+    """c[c_off + r*ldc + j] (r < rows, j < NR, or j < w when masked) = (load ? c : 0) + sum
+    over k < kc of ap[a_off + k*a_k + r*a_r] * bp[b_off + k*ldb + j], each step one fused
+    multiply-add (a packed A panel has a_k = MR, a_r = 1)."""
     dt = ap.dtype
+    masked = w is not None
     sig = types.void(ap, types.intp, types.intp, types.intp, bp, types.intp, types.intp, c,
-                     types.intp, types.intp, types.intp, types.boolean)
+                     types.intp, types.intp, types.intp, types.boolean,
+                     *((types.intp,) if masked else ()))
 
     def codegen(context, builder, sig, args):
-        a_arr, a_off, a_k, a_r, b_arr, b_off, ldb, c_arr, c_off, ldc, kc, load = args
+        a_arr, a_off, a_k, a_r, b_arr, b_off, ldb, c_arr, c_off, ldc, kc, load = args[:12]
         fty = context.get_value_type(dt)
         lanes = VBYTES // (4 if dt == types.float32 else 8)
         vty = ir.VectorType(fty, lanes)
@@ -101,16 +112,43 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
         zero_v = ir.Constant(vty, [0.0] * lanes)
 
         align = 4 if dt == types.float32 else 8
+        i32 = ir.IntType(32)
+        if masked:
+            # lane j of vector h is live when h * lanes + j < w
+            mty = ir.VectorType(ir.IntType(1), lanes)
+            wide = ir.VectorType(i64, lanes)
+            wv = builder.insert_element(ir.Constant(wide, ir.Undefined), args[12],
+                                        ir.Constant(i32, 0))
+            wv = builder.shuffle_vector(wv, ir.Constant(wide, ir.Undefined),
+                                        ir.Constant(ir.VectorType(i32, lanes), [0] * lanes))
+            masks = [builder.icmp_signed("<", ir.Constant(wide, [h * lanes + j for j in range(lanes)]), wv)
+                     for h in range(2)]
+            pty = vty.as_pointer()
+            mload = cgutils.get_or_insert_function(
+                mod, ir.FunctionType(vty, [pty, i32, mty, vty]), f"llvm.masked.load.{suffix}.p0")
+            mstore = cgutils.get_or_insert_function(
+                mod, ir.FunctionType(ir.VoidType(), [vty, pty, i32, mty]),
+                f"llvm.masked.store.{suffix}.p0")
 
-        def vload(ptr):
-            return builder.load(builder.bitcast(ptr, vty.as_pointer()), align=align)
+        def vload(ptr, h=0):
+            ptr = builder.bitcast(ptr, vty.as_pointer())
+            if masked:
+                return builder.call(mload, [ptr, ir.Constant(i32, align), masks[h], zero_v])
+            return builder.load(ptr, align=align)
+
+        def vstore(v, ptr, h):
+            ptr = builder.bitcast(ptr, vty.as_pointer())
+            if masked:
+                builder.call(mstore, [v, ptr, ir.Constant(i32, align), masks[h]])
+            else:
+                builder.store(v, ptr, align=align)
 
         # initial accumulators: C's tile when ``load``, else zeros
         init = []
         for r in range(rows):
             row = builder.gep(c_base, [builder.mul(ldc, ir.Constant(i64, r))])
             for h in range(2):
-                v = vload(builder.gep(row, [ir.Constant(i64, h * lanes)]))
+                v = vload(builder.gep(row, [ir.Constant(i64, h * lanes)]), h)
                 init.append(builder.select(load, v, zero_v))
         entry = builder.block
         loop = builder.append_basic_block("micro_loop")
@@ -127,8 +165,8 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
             p.add_incoming(v, entry)
             accs.append(p)
         bk = builder.gep(b_base, [builder.mul(k, ldb)])
-        b0 = vload(bk)
-        b1 = vload(builder.gep(bk, [ir.Constant(i64, lanes)]))
+        b0 = vload(bk, 0)
+        b1 = vload(builder.gep(bk, [ir.Constant(i64, lanes)]), 1)
         ak = builder.gep(a_base, [builder.mul(k, a_k)])
         new = []
         undef = ir.Constant(vty, ir.Undefined)
@@ -159,9 +197,7 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
         for r in range(rows):
             row = builder.gep(c_base, [builder.mul(ldc, ir.Constant(i64, r))])
             for h in range(2):
-                ptr = builder.bitcast(builder.gep(row, [ir.Constant(i64, h * lanes)]),
-                                      vty.as_pointer())
-                builder.store(outs[2 * r + h], ptr, align=align)
+                vstore(outs[2 * r + h], builder.gep(row, [ir.Constant(i64, h * lanes)]), h)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -173,6 +209,12 @@ _micro4 = _make_micro(4)
 _micro_x = _make_micro(MR, fused=False)
 _micro8_x = _make_micro(8, fused=False)
 _micro4_x = _make_micro(4, fused=False)
+_micro_m = _make_micro(MR, masked=True)
+_micro8_m = _make_micro(8, masked=True)
+_micro4_m = _make_micro(4, masked=True)
+_micro_xm = _make_micro(MR, fused=False, masked=True)
+_micro8_xm = _make_micro(8, fused=False, masked=True)
+_micro4_xm = _make_micro(4, fused=False, masked=True)
 
 
 @intrinsic
@@ -215,6 +257,24 @@ def micro(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load
         _micro4(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
     else:
         _micro(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def micro_cols(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w):
+    """``micro`` over the first w < NR columns only (h = MR, 8 or 4)."""
+    if exact:
+        if h == 8:
+            _micro8_xm(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
+        elif h == 4:
+            _micro4_xm(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
+        else:
+            _micro_xm(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
+    elif h == 8:
+        _micro8_m(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
+    elif h == 4:
+        _micro4_m(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
+    else:
+        _micro_m(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -300,12 +360,15 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
     # products, where a packed A element would serve only ``cols`` multiply-adds
     direct_a = a_sk == 1
     npan = (cols + nr - 1) // nr
+    # an edge panel of B (w < nr columns) goes to the masked kernel in place, unless some
+    # row panel has a height without a kernel (those use the padded panel and a buffer)
+    odd_rows = rows % MR not in (0, 8, 4)
     for pc in range(0, kk, KC):
         kc = min(KC, kk - pc)
         for jp in range(npan):
             j0 = jp * nr
             w = min(nr, cols - j0)
-            if direct and w == nr:
+            if direct and (w == nr or not odd_rows):
                 continue
             base = jp * kc * nr
             for k in range(kc):
@@ -342,7 +405,8 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
                     i0 = ic + ip * MR
                     h = min(MR, rows - i0)
                     co = oo + i0 * ldo + j0
-                    if direct and w == nr:
+                    full_h = h == MR or h == 8 or h == 4
+                    if direct and (w == nr or full_h):
                         bsrc, boff, ldb = b, bo + pc * b_sk + j0, b_sk
                     else:
                         bsrc, boff, ldb = bp, jp * kc * nr, nr
@@ -350,9 +414,12 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
                         asrc, aoff, a_k, a_r = a, ao + i0 * a_si + pc, 1, a_si
                     else:
                         asrc, aoff, a_k, a_r = ap, ip * kc * MR, MR, 1
-                    if w == nr and (h == MR or h == 8 or h == 4):
+                    if w == nr and full_h:
                         micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, out, co, ldo,
                               kc, pc > 0)
+                    elif full_h:
+                        micro_cols(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, out, co,
+                                   ldo, kc, pc > 0, w)
                     else:
                         if pc > 0:
                             for ii in range(h):

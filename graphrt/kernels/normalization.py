@@ -30,10 +30,13 @@ from ..errors import ErrorKind
 from .base import InferContext, OpKernel, RunContext
 from .broadcast import PARALLEL_MIN
 from .jit import Variants
+from .pointwise import relu_float
 from .reduce import F32, compute_dtype, offset_of, run_wide, scratch, split_axes
 
 EXACT = False
 MODE = 0
+RELU = False
+RELU_OF = None
 
 LAYER, RMS, GIVEN, MVN, LP1, LP2 = range(6)
 # prm (compute type): epsilon, 1, 0, n, momentum, 1 - momentum
@@ -42,9 +45,11 @@ NO_STATS, MEAN_INV, RUNNING = range(3)
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
-def _affine_run(xs, ys, mu, inv, scale, bias, c0, step, has_scale, has_bias, exact):
+def _affine_run(xs, ys, mu, inv, scale, bias, c0, step, has_scale, has_bias, exact,
+                relu=False):
     """ys[k] = ((xs[k] - mu) * inv) * scale[c0 + k * step] + bias[...] (step 0 or 1), the
-    element loop of _normalize for a contiguous run, NaN canonical when exact."""
+    element loop of _normalize for a contiguous run, NaN canonical when exact; ``relu``:
+    then Relu's function (an absorbed Relu node)."""
     n = xs.size
     if has_scale and step == 0:
         sc = scale[c0]
@@ -53,6 +58,8 @@ def _affine_run(xs, ys, mu, inv, scale, bias, c0, step, has_scale, has_bias, exa
             v = (xs[k] - mu) * inv * sc
             if has_bias:
                 v = v + bi
+            if relu:
+                v = relu_float(v)
             ys[k] = np.nan if exact and v != v else v
     elif has_scale:
         scs = scale[c0:c0 + n]
@@ -61,10 +68,14 @@ def _affine_run(xs, ys, mu, inv, scale, bias, c0, step, has_scale, has_bias, exa
             v = (xs[k] - mu) * inv * scs[k]
             if has_bias:
                 v = v + bis[k]
+            if relu:
+                v = relu_float(v)
             ys[k] = np.nan if exact and v != v else v
     else:
         for k in range(n):
             v = (xs[k] - mu) * inv
+            if relu:
+                v = relu_float(v)
             ys[k] = np.nan if exact and v != v else v
 
 
@@ -132,7 +143,7 @@ def _normalize(x, scale, bias, mean_in, var_in, y, st1, st2, kshape, kstride, rs
                 # a contiguous run (BatchNormalization's planes, LayerNormalization's rows):
                 # the same operations over slices, which LLVM vectorises
                 _affine_run(x[off:off + rin], y[off:off + rin], mu, inv, scale, bias, c0,
-                            cw[3], has_scale, has_bias, EXACT)
+                            cw[3], has_scale, has_bias, EXACT, RELU)
                 continue
             for k in range(rin):
                 p = off + k * rs
@@ -145,6 +156,8 @@ def _normalize(x, scale, bias, mean_in, var_in, y, st1, st2, kshape, kstride, rs
                     v = v * scale[c]
                     if has_bias:
                         v = v + bias[c]
+                if RELU:
+                    v = RELU_OF(v)
                 if EXACT and v != v:
                     y[p] = np.nan
                 else:
@@ -154,6 +167,8 @@ def _normalize(x, scale, bias, mean_in, var_in, y, st1, st2, kshape, kstride, rs
 _LAYER = Variants(_normalize, "norm_layer", parallel=True, MODE=LAYER, AFFINE=_affine_run)
 _RMS = Variants(_normalize, "norm_rms", parallel=True, MODE=RMS, AFFINE=_affine_run)
 _GIVEN = Variants(_normalize, "norm_given", parallel=True, MODE=GIVEN, AFFINE=_affine_run)
+_GIVEN_RELU = Variants(_normalize, "norm_given_relu", parallel=True, MODE=GIVEN,
+                       AFFINE=_affine_run, RELU=True, RELU_OF=relu_float)
 _MVN = Variants(_normalize, "norm_mvn", parallel=True, MODE=MVN)
 _LP = {1: Variants(_normalize, "norm_lp1", parallel=True, MODE=LP1),
        2: Variants(_normalize, "norm_lp2", parallel=True, MODE=LP2)}
@@ -165,7 +180,8 @@ def _arr(*v):
 
 class _Prepared:
     __slots__ = ("fn", "cdt", "walk", "count", "cw", "prm", "scale", "bias", "mean", "var",
-                 "stats", "stat_dt", "sets", "param_shape", "no_param", "no_stat")
+                 "stats", "stat_dt", "sets", "param_shape", "no_param", "no_stat", "exact",
+                 "parallel", "narrow", "consts", "folded")
 
 
 class _Norm(OpKernel):
@@ -196,6 +212,9 @@ class _Norm(OpKernel):
         p.no_stat = np.empty(0, stat_dt)
         parallel = math.prod(ctx.shape(0)) >= PARALLEL_MIN and sets > 1
         p.fn = variants.get(ctx.exact, parallel)
+        p.exact, p.parallel, p.narrow = ctx.exact, parallel, ctx.dtype(0) != cdt
+        p.consts = None
+        p.folded = None
         ctx.prepared = p
 
     def run(self, ctx: RunContext) -> None:
@@ -219,6 +238,11 @@ class _Norm(OpKernel):
 
         def body(ins, outs):
             kshape, kstride, rshape, rstride = p.walk
+            if p.folded is not None:        # BatchNormalization with absorbed stages
+                scale, bias, mean, var, prm = p.folded[:5]
+                p.fn(ins[0], scale, bias, mean, var, outs[0], p.no_stat, p.no_stat, kshape,
+                     kstride, rshape, rstride, p.count, p.cw, prm, True, True, NO_STATS, p.sets)
+                return
             p.fn(ins[0], param(ins, p.scale, p.param_shape), param(ins, p.bias, p.param_shape),
                  param(ins, p.mean), param(ins, p.var), outs[0], stat(outs, 1), stat(outs, 2),
                  kshape, kstride, rshape, rstride, p.count, p.cw, p.prm, p.scale is not None,
@@ -342,6 +366,56 @@ class BatchNormalization(_Norm):
                           stat_dt=compute_dtype(ctx.dtype(3)), momentum=self.momentum)
         else:
             self._prepare(ctx, _GIVEN, walk, count, (sets, 1, 0, 0))
+            vals = [ctx.value(i) for i in (1, 2, 3, 4)]
+            if self.spatial and all(v is not None for v in vals):
+                ctx.prepared.consts = vals
+
+    def absorb_affine(self, prepared, op: str, pos: int, value, shape) -> bool:
+        """Fold a following ``op`` (Mul, Add, Sub, Div; this node's result at input ``pos``)
+        by a constant with one value per channel into the scale and shift (fast mode,
+        FusedEpilogue): y = x * s + t per channel, s and t composed in float64 from the
+        statistics and rounded once; the node then runs with mean 0, var 1, epsilon 0."""
+        p = prepared
+        if p.consts is None or p.narrow or p.stats != NO_STATS or len(shape) < 2 or \
+                (pos == 1 and op in ("Sub", "Div")):
+            return False
+        c = shape[1]
+        v = np.asarray(value)
+        if v.dtype != p.cdt or v.ndim > len(shape):
+            return False
+        vs = (1,) * (len(shape) - v.ndim) + v.shape
+        if vs[0] != 1 or vs[1] not in (1, c) or any(d != 1 for d in vs[2:]):
+            return False
+        v = np.broadcast_to(v.reshape(-1).astype(np.float64), (c,))
+        if p.folded is None:
+            scale, bias, mean, var = (np.asarray(a, dtype=np.float64).reshape(-1)
+                                      for a in p.consts)
+            s = scale / np.sqrt(var + self.epsilon)
+            t = bias - mean * s
+        else:
+            s, t = (a.astype(np.float64) for a in p.folded[5:])
+        if op == "Mul":
+            s, t = s * v, t * v
+        elif op == "Div":
+            s, t = s / v, t / v
+        elif op == "Add":
+            t = t + v
+        else:
+            t = t - v
+        prm = p.prm.copy()
+        prm[_EPS] = 0
+        p.folded = (s.astype(p.cdt), t.astype(p.cdt), np.zeros(c, p.cdt), np.ones(c, p.cdt),
+                    prm, s, t)
+        return True
+
+    def absorb_relu(self, prepared) -> bool:
+        """Apply a following Relu in the same pass (FusedEpilogue): inference with scale
+        and bias per channel, not computed in a wider type; the same bits as the two nodes."""
+        p = prepared
+        if self.training or not self.spatial or p.narrow or p.scale is None or p.bias is None:
+            return False
+        p.fn = _GIVEN_RELU.get(p.exact, p.parallel)
+        return True
 
 
 class InstanceNormalization(_Norm):

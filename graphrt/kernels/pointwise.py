@@ -76,8 +76,8 @@ def narrow(out: np.ndarray, buf: np.ndarray) -> None:
 def _unary_params(x, out, p, q, block, tasks):
     n = out.size
     for t in prange(tasks):
-        j0 = t * block
-        for j in range(j0, min(n, j0 + block)):
+        j0 = np.int64(t) * block
+        for j in range(np.uint64(j0), np.uint64(min(n, j0 + block))):      # see _unary
             put(out, j, OP(x[j], p, q), EXACT)
 
 

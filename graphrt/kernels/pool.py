@@ -24,15 +24,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from .. import dtypes as _dt
 from ..errors import ErrorKind
 from .base import InferContext, OpKernel, RunContext
 from .broadcast import PARALLEL_MIN
-from .conv import (_D, _DD, _DH, _DW, _H, _KW, _OD, _OH, _OW, _PD, _PH, _PW, _SD, _SH, _SW, _W,
-                   FLOATS, Axes, Float16, Window, check_rank, geometry)
+from .conv import (_D, _DD, _DH, _DW, _H, _KD, _KH, _KW, _OD, _OH, _OW, _PD, _PH, _PW, _SD, _SH,
+                   _SW, _W, FLOATS, Axes, Float16, Window, check_rank, geometry)
 from .jit import Variants
+from .runs import copy_run
 from .layout import _word
 
 EXACT = False
@@ -130,85 +131,110 @@ def _pool(x, y, ind, g, lim, aux, planes, zero, p):
                             y[o] = v
 
 
-def _pool_rows(x, y, g, lim, kwr, planes, lowest):
-    """Max (KIND MAX) or sum-then-divide (AVG) pooling one output row at a time, for windows
-    that all hold a tap and no Indices: per row, the taps in the same row-major order as
-    ``_pool`` (kd, kh, then kw ascending), each applied to the whole row, so the loop over
-    output positions is the inner, vectorisable one. ``kwr`` holds per kw the range
-    [lo, hi) of output columns whose tap kw lies inside the input. Max starts from
+@njit(cache=True, nogil=True, error_model="numpy")
+def _tap(acc, v, kind):
+    """One tap of a window: max keeps the first largest (a NaN tap wins once and stays);
+    average adds."""
+    if kind == MAX:
+        return v if ((v > acc) | (v != v)) & (acc == acc) else acc
+    return acc + v
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def nan_free(x, s0, n):
+    """No NaN among x[s0:s0 + n] (n >= 0)."""
+    bad = 0
+    s = np.uint64(s0)
+    for j in range(np.uint64(n)):
+        bad |= np.int32(x[s + j] != x[s + j])
+    return bad == 0
+
+
+def _pool_plane(x, y, g, lim, planes, lowest, pad):
+    """Max (KIND MAX) or sum-then-divide (AVG) pooling a whole plane at a time, for windows
+    that all hold a tap and no Indices, each window's taps in the order of ``_pool`` (kd,
+    kh, then kw ascending). The plane is first split by stride phase into buffers bordered
+    with ``pad`` (-inf or the type's minimum for max, -0.0 for average: taps that change
+    nothing, x + -0.0 being x), as Conv's depthwise kernel does, so that every tap is one
+    unit-stride pass over the whole output plane (on a grid wq wide; columns past ow_ are
+    dropped) with unsigned indices (runs.py): passes LLVM vectorises. Max starts from
     ``lowest`` (the same result as starting from the first tap: -inf or the type's minimum
-    is never taken over itself, and a NaN tap is taken either way). One task per plane."""
+    is never taken over itself, and a NaN tap is taken either way); over a NaN-free plane a
+    tap is taken iff it is larger, whatever the accumulator holds, so max is then a plain
+    compare-and-select. One task per plane."""
     d_, h_, w_ = g[_D], g[_H], g[_W]
     od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
+    kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
+    sd, sh, sw = g[_SD], g[_SH], g[_SW]
+    pd, ph, pw = g[_PD], g[_PH], g[_PW]
     dd, dh, dw = g[_DD], g[_DH], g[_DW]
-    sw, pw = g[_SW], g[_PW]
-    kw_ = g[_KW]
+    dp = (od_ - 1) * sd + (kd_ - 1) * dd + 1        # padded depth the windows reach
+    hq = oh_ + (kh_ - 1) * dh // sh                 # a phase's rows and columns
+    wq = ow_ + (kw_ - 1) * dw // sw
+    nph = sh * sw
+    plane = hq * wq
+    n = (oh_ - 1) * wq + ow_
+    ip = d_ * h_ * w_
+    p_ = od_ * oh_ * ow_
     lh = 3 * od_
     lw = 3 * (od_ + oh_)
-    ip = d_ * h_ * w_
+    wcount = np.empty(ow_, dtype=np.int64)     # average: the counted taps per column
+    for j in range(ow_):
+        wcount[j] = lim[lw + 3 * j + 2] if CIP else lim[lw + 3 * j + 1] - lim[lw + 3 * j]
     for t in prange(planes):
-        xo = t * ip
+        tt = np.int64(t)
+        xo = tt * ip
+        xp = np.empty(dp * nph * plane, dtype=y.dtype)
+        for q in range(np.uint64(xp.size)):
+            xp[q] = pad
+        for dpi in range(dp):
+            di = dpi - pd
+            if di < 0 or di >= d_:
+                continue
+            for rh in range(sh):
+                for rw in range(sw):
+                    c0 = min(wq, max(0, -((rw - pw) // sw)))
+                    c1 = min(wq, max(c0, (w_ - 1 - rw + pw) // sw + 1))
+                    for i in range(hq):
+                        hi_ = i * sh + rh - ph
+                        if 0 <= hi_ < h_:
+                            copy_run(xp, ((dpi * nph + rh * sw + rw) * hq + i) * wq + c0, x,
+                                     xo + (di * h_ + hi_) * w_ + c0 * sw + rw - pw, c1 - c0, sw)
+        plain = KIND == AVG or nan_free(x, xo, ip)
+        acc = np.empty(n, dtype=y.dtype)
         for od in range(od_):
-            d0 = od * g[_SD] - g[_PD]
+            for q in range(np.uint64(n)):
+                acc[q] = lowest
+            for kd in range(kd_):
+                for kh in range(kh_):
+                    rh, qh = (kh * dh) % sh, (kh * dh) // sh
+                    for kw in range(kw_):
+                        rw, qw = (kw * dw) % sw, (kw * dw) // sw
+                        s0 = np.uint64((((od * sd + kd * dd) * nph + rh * sw + rw) * hq + qh)
+                                       * wq + qw)
+                        if KIND == AVG:
+                            for q in range(np.uint64(n)):
+                                acc[q] = acc[q] + xp[s0 + q]
+                        elif plain:
+                            for q in range(np.uint64(n)):
+                                v = xp[s0 + q]
+                                acc[q] = v if v > acc[q] else acc[q]
+                        else:
+                            for q in range(np.uint64(n)):
+                                acc[q] = _tap(acc[q], xp[s0 + q], KIND)
             kd0, kd1 = lim[3 * od], lim[3 * od + 1]
             for oh in range(oh_):
-                h0 = oh * g[_SH] - g[_PH]
-                kh0, kh1 = lim[lh + 3 * oh], lim[lh + 3 * oh + 1]
-                yo = t * od_ * oh_ * ow_ + (od * oh_ + oh) * ow_
-                row = y[yo:yo + ow_]
-                for j in range(ow_):
-                    row[j] = lowest
-                for kd in range(kd0, kd1):
-                    for kh in range(kh0, kh1):
-                        base = xo + ((d0 + kd * dd) * h_ + h0 + kh * dh) * w_
-                        for kw in range(kw_):
-                            lo = kwr[2 * kw]
-                            hi = kwr[2 * kw + 1]
-                            # the input columns of outputs lo..hi-1 for tap kw
-                            start = base + lo * sw + kw * dw - pw
-                            if sw == 1:
-                                src = x[start:start + hi - lo]
-                                seg = row[lo:hi]
-                                for j in range(hi - lo):
-                                    v = src[j]
-                                    if KIND == MAX:
-                                        b = seg[j]
-                                        seg[j] = v if ((v > b) | (v != v)) & (b == b) else b
-                                    else:
-                                        seg[j] = seg[j] + v
-                            else:
-                                for j in range(lo, hi):
-                                    v = x[start + (j - lo) * sw]
-                                    if KIND == MAX:
-                                        b = row[j]
-                                        row[j] = v if ((v > b) | (v != v)) & (b == b) else b
-                                    else:
-                                        row[j] = row[j] + v
+                yo = np.uint64(tt * p_ + (od * oh_ + oh) * ow_)
+                ao = np.uint64(oh * wq)
                 if KIND == AVG:
-                    for j in range(ow_):
-                        if CIP:
-                            cnt = lim[3 * od + 2] * lim[lh + 3 * oh + 2] * lim[lw + 3 * j + 2]
-                        else:
-                            cnt = (kd1 - kd0) * (kh1 - kh0) * (lim[lw + 3 * j + 1] -
-                                                               lim[lw + 3 * j])
-                        v = row[j] / cnt
-                        if EXACT and v != v:
-                            row[j] = np.nan
-                        else:
-                            row[j] = v
-
-
-def tap_columns(ax, spatial) -> np.ndarray:
-    """Per kw of the last axis: [lo, hi), the output columns whose tap kw is inside."""
-    k, s, d, pb = ax.kernel[-1], ax.strides[-1], ax.dilations[-1], ax.begin[-1]
-    n, o = spatial[-1], ax.out[-1]
-    out = []
-    for kw in range(k):
-        off = kw * d - pb                           # input column of output 0's tap
-        lo = min(o, max(0, -(off // s)))            # first j with j * s + off >= 0
-        hi = min(o, max(lo, (n - 1 - off) // s + 1))
-        out += [lo, hi]
-    return np.array(out, dtype=np.int64)
+                    rc = lim[3 * od + 2] * lim[lh + 3 * oh + 2] if CIP else \
+                        (kd1 - kd0) * (lim[lh + 3 * oh + 1] - lim[lh + 3 * oh])
+                    for j in range(np.uint64(ow_)):
+                        v = acc[ao + j] / (rc * wcount[j])
+                        y[yo + j] = np.nan if EXACT and v != v else v
+                else:
+                    for j in range(np.uint64(ow_)):
+                        y[yo + j] = acc[ao + j]
 
 
 def window_limits(ax, spatial) -> np.ndarray:
@@ -232,9 +258,10 @@ def window_limits(ax, spatial) -> np.ndarray:
 
 # Comparisons only: max pooling's fast variant serves both modes.
 _MAX = Variants(_pool, "maxpool", parallel=True, KIND=MAX)
-_MAX_ROWS = Variants(_pool_rows, "maxpool_rows", parallel=True, KIND=MAX, CIP=False)
-_AVG_ROWS = {cip: Variants(_pool_rows, f"averagepool_rows_{int(cip)}", parallel=True, KIND=AVG,
-                           CIP=cip) for cip in (False, True)}
+_MAX_PLANE = Variants(_pool_plane, "maxpool_plane", parallel=True, KIND=MAX, CIP=False,
+                      COPY=copy_run, NAN_FREE=nan_free, TAP=_tap)
+_AVG_PLANE = {cip: Variants(_pool_plane, f"averagepool_plane_{int(cip)}", parallel=True,
+                            KIND=AVG, CIP=cip, COPY=copy_run, TAP=_tap) for cip in (False, True)}
 _AVG = Variants(_pool, "averagepool", parallel=True, KIND=AVG)
 _LP = Variants(_pool, "lppool", parallel=True, KIND=LP)
 
@@ -242,7 +269,7 @@ _NO_INDICES = np.zeros(1, dtype=np.int64)
 
 
 class _Plan:
-    __slots__ = ("geo", "lim", "aux", "aux_ind", "planes", "fn", "zero", "rows", "lowest", "kwr")
+    __slots__ = ("geo", "lim", "aux", "aux_ind", "planes", "fn", "zero", "rows", "lowest", "pad")
 
 
 class _Pool(OpKernel):
@@ -300,12 +327,14 @@ class _Pool(OpKernel):
         lim = p.lim.reshape(-1, 3)
         if self.node.n_outputs == 1 and (lim[:, 0] < lim[:, 1]).all() and \
                 self.VARIANTS in (_MAX, _AVG) and not self.GLOBAL:
-            rows = _MAX_ROWS if self.VARIANTS is _MAX else _AVG_ROWS[self.count_include_pad]
-            p.rows = rows.get(ctx.exact and rows is not _MAX_ROWS,
-                              size >= PARALLEL_MIN and p.planes > 1)
-            p.kwr = tap_columns(ax, spatial)
-            p.lowest = (wide.type(-np.inf) if wide.kind == "f" else np.iinfo(wide).min) \
-                if self.VARIANTS is _MAX else p.zero
+            is_max = self.VARIANTS is _MAX
+            plane = _MAX_PLANE if is_max else _AVG_PLANE[self.count_include_pad]
+            p.rows = plane.get(ctx.exact and not is_max, size >= PARALLEL_MIN and p.planes > 1)
+            if is_max:
+                p.lowest = wide.type(-np.inf) if wide.kind == "f" else np.iinfo(wide).min
+                p.pad = p.lowest
+            else:
+                p.lowest, p.pad = p.zero, wide.type(-0.0)
         ctx.prepared = p
 
     def run(self, ctx: RunContext) -> None:
@@ -314,7 +343,7 @@ class _Pool(OpKernel):
         y = Float16.out(ctx, ctx.flat_out[0])
         ind = ctx.flat_out[1] if len(ctx.flat_out) > 1 else None
         if p.rows is not None:
-            p.rows(x, y, p.geo, p.lim, p.kwr, p.planes, p.lowest)
+            p.rows(x, y, p.geo, p.lim, p.planes, p.lowest, p.pad)
             Float16.narrow(ctx.flat_out[0], y)
             return
         p.fn(x, y, _NO_INDICES if ind is None else ind, p.geo, p.lim,

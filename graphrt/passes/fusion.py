@@ -21,12 +21,13 @@ from ..kernels.unary_math import Erf, Sqrt
 from ..kernels.arithmetic import Pow
 from .graph import PassGraph
 
-PRODUCERS = (MatMul, Gemm, Conv)
+PRODUCERS = (MatMul, Gemm, Conv, BatchNormalization)
 
 
 def fuse_epilogues(pg: PassGraph) -> int:
-    """MatMul/Gemm/Conv followed by element-wise nodes that only it feeds (an activation, or
-    a binary operation with a constant such as a bias) -> one FusedEpilogue node."""
+    """MatMul/Gemm/Conv/BatchNormalization followed by element-wise nodes that only it feeds
+    (an activation, or a binary operation with a constant such as a bias) -> one
+    FusedEpilogue node."""
     done = 0
     consumers = pg.consumers()
     for node in pg.live():

@@ -6,12 +6,13 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 import pytest
-from onnx import TensorProto, helper
+from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 import graphrt
 from graphrt import ErrorKind, SessionError, SessionOptions
 
+from .helpers import model_of
 from .models import make
 
 NODE = "the_node"
@@ -286,6 +287,30 @@ def test_pow_integer_wraps_and_negative_exponents():
     want = [pow(3, 41, 1 << 64), 0, -1, -1, 1, 0, 0]
     want[0] = want[0] - (1 << 64) if want[0] >= 1 << 63 else want[0]
     np.testing.assert_array_equal(got, np.array(want, np.int64))
+
+
+@pytest.mark.parametrize("exponent", [2.0, 3.0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_pow_by_a_constant_two_or_three(exponent, dtype):
+    """A constant exponent 2 or 3 takes products: fast mode within a few ulps, exact mode the
+    bits of graphrt's own pow (the exponent fed as an input) over awkward arguments."""
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.standard_normal(20000) * 10, rng.standard_normal(5000) * 1e-13,
+                        rng.standard_normal(5000) * 1e12, rng.integers(1, 2 ** 9, 5000),
+                        rng.integers(1, 2 ** 9, 500) + 0.5,
+                        [0, -0.0, np.inf, -np.inf, np.nan, 6.98e12, 1.1754944e-38, 1e-45]])
+    x = x.astype(dtype)
+    e = np.array(exponent, dtype)
+    constant = model_of("Pow", {"X": x, "E": e}, [("Y", dtype)], opset=15,
+                        inits=[numpy_helper.from_array(e, "E")])
+    fed = model_of("Pow", {"X": x, "E": e}, [("Y", dtype)], opset=15)
+    fast = graphrt.Session(constant).run(None, {"X": x})[0]
+    with np.errstate(all="ignore"):
+        want = np.power(x.astype(np.float64), exponent).astype(dtype)
+        close(fast, want, rtol={np.float32: 4e-7, np.float16: 1e-3, np.float64: 1e-15}[dtype])
+    a = graphrt.Session(constant, EXACT).run(None, {"X": x})[0]
+    b = graphrt.Session(fed, EXACT).run(None, {"X": x, "E": e})[0]
+    assert a.tobytes() == b.tobytes()
 
 
 def test_prelu_unidirectional():

@@ -20,7 +20,6 @@ Mish, Swish: -0) where the fast formulas make inf * 0 = NaN.
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -29,6 +28,7 @@ from . import exactmath as _xm
 from .exactmath import expm1 as _own_expm1, swish as _own_swish
 from .elementwise import unary_variants
 from .pointwise import FLOATS, Unary, relu_float as _relu_float, scalar_op, unary_param_variants
+from .vecmath import vgelu, vgelu_tanh, vsigmoid
 
 _FLOATS = FLOATS
 
@@ -88,10 +88,7 @@ def _shrink_int(x, lambd, bias):
 
 @scalar_op
 def _sigmoid(x):
-    if x >= 0:
-        return 1.0 / (1.0 + np.exp(-x))
-    e = np.exp(x)
-    return e / (1.0 + e)
+    return vsigmoid(x)
 
 
 @scalar_op
@@ -128,12 +125,12 @@ def _swish(x, alpha, _):
 
 @scalar_op
 def _gelu(x):
-    return 0.5 * x * (1.0 + math.erf(x * 0.7071067811865476))
+    return vgelu(x)
 
 
 @scalar_op
 def _gelu_tanh(x):
-    return 0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    return vgelu_tanh(x)
 
 
 @scalar_op

@@ -8,10 +8,13 @@ Also Pow, Mod, PRelu and BitShift (see their classes).
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
 from .. import dtypes as _dt
+from . import microkernel
 from .elementwise import binary_variants
 from .exactmath import FastExact, pow as _own_pow
 from .elementwise import prepare_binary
@@ -91,6 +94,48 @@ class Div(Binary):
 @njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
 def _pow_f32(x, y):
     return np.power(x, np.float32(y))
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _square(x, y):
+    return x * x
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _cube(x, y):
+    return x * x * x
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _square_exact(x, y):
+    """x * x: one IEEE product, the correctly rounded square (as graphrt's float32 pow)."""
+    v = x * x
+    return np.nan if v != v else v
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _as_wide(f):
+    """A float32 as float64, its infinities standing for +-2^128 (where rounding put them)."""
+    d = np.float64(f)
+    return d if abs(d) != np.inf else math.copysign(2.0 ** 128, d)
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _cube_f32_exact(x, y):
+    """x^3 correctly rounded to float32: hi + lo = x^3 exactly (x^2 is exact in float64, lo
+    the FMA remainder of hi = x^2 * x); hi is rounded to float32 (f), and when hi lies exactly
+    halfway between f and its neighbour g = f + 2 (hi - f) (then g is a float32) and lo says
+    x^3 lies past hi, the result is g."""
+    d = np.float64(x)
+    d2 = d * d
+    hi = d2 * d
+    lo = microkernel.fma(d2, d, -hi)
+    f = np.float32(hi)
+    r = hi - _as_wide(f)
+    g = hi + r
+    if lo != 0 and r != 0 and np.float64(np.float32(g)) == g and (lo > 0) == (r > 0):
+        f = np.float32(g)
+    return np.nan if x != x else f
 
 
 @njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
@@ -200,6 +245,11 @@ def _shift_right(x, y):
 
 _POW_F32 = FastExact.of(binary_variants, _pow_f32, _pow_f32_exact, "pow_f32")
 _POW_F64 = FastExact.of(binary_variants, _pow_f64, _pow_f64_exact, "pow_f64")
+# fast mode, a constant exponent 2 or 3: products (rounded once per product, not once)
+_POW_SMALL = {2.0: binary_variants(_square, "pow_square"), 3.0: binary_variants(_cube, "pow_cube")}
+# exact mode: the correctly rounded square and (float32) cube, graphrt's pow's bits
+_POW_SQUARE_EXACT = binary_variants(_square_exact, "pow_square_exact")
+_POW_CUBE_EXACT = binary_variants(_cube_f32_exact, "pow_cube_f32_exact")
 _POW_INT = binary_variants(_pow_int, "pow_int")
 _POW_INT_FLOAT = FastExact.of(binary_variants, _pow_int_float, _pow_int_float_exact,
                               "pow_int_float")
@@ -222,14 +272,22 @@ class Pow(Binary):
     exponents: 1 / x ** -y truncated, 0 for |x| > 1 and for x = 0); a float exponent is
     computed in float64 and truncated toward zero. Exact mode: graphrt's own pow (exactmath:
     exp(y log|x|) in double-double, C99's special cases; float32 computed in float64 and
-    rounded once) in place of libm's."""
+    rounded once) in place of libm's. A constant exponent 2 or 3: fast mode x * x or
+    x * x * x; exact mode, below float64, the correctly rounded square (one product) and cube
+    (see _cube_f32_exact): the bits graphrt's pow gives there, much faster."""
 
     supports_exact = True
 
     def infer(self, ctx):
         dt = ctx.check_dtype(0, _POW_BASE)
         et = ctx.check_dtype(1, _dt.NUMERIC | FLOATS, " (the exponent)")
-        if dt in FLOATS:
+        y = ctx.value(1)
+        y = float(y.reshape(-1)[0]) if y is not None and y.size == 1 and dt in FLOATS else None
+        if y in _POW_SMALL and not ctx.exact:
+            variants = _POW_SMALL[y]
+        elif y in (2.0, 3.0) and dt != np.float64:
+            variants = _POW_SQUARE_EXACT if y == 2.0 else _POW_CUBE_EXACT
+        elif dt in FLOATS:
             variants = _POW_F64 if dt == np.float64 else _POW_F32
         else:
             variants = _POW_INT if et in _dt.INTEGERS else _POW_INT_FLOAT

@@ -48,6 +48,7 @@ from .broadcast import PARALLEL_MIN
 from .einsum import (BF16, F16, F32, F64, FLOATS, NARROW, Product, round_to, widen,
                      work_type)
 from .jit import Variants
+from .vecmath import vexp
 
 EXACT = False
 ROUND = SROUND = None
@@ -73,7 +74,32 @@ def _rows(scores, out3, mask, ms, offset, nonpad, par, scale, softcap, zero, nin
     right = par[_RIGHT]
     kind = par[_KIND]
     pad = par[_PAD] != 0
+    # no mask, constraint, softcap or fourth output: the row in simple loops (the same
+    # operations in the same order), the exponentials apart from the sum so they vectorise
+    simple = mode < 0 and kind == 0 and not causal and left < 0 and right < 0 and not pad \
+        and not softcap > 0
     for r in prange(tasks):
+        if simple:
+            b0 = np.uint64(r * t_len)
+            n = np.uint64(t_len)
+            m = ninf
+            for j in range(n):
+                x = ROUND(scores[b0 + j] * scale)
+                scores[b0 + j] = x
+                if x > m or x != x:
+                    m = x
+            if m == ninf:
+                m = zero
+            for j in range(n):
+                scores[b0 + j] = SROUND(vexp(SROUND((wide + scores[b0 + j]) - m)))
+            s = wide
+            for j in range(n):
+                s = SROUND(s + scores[b0 + j])
+            if s == 0:
+                s = wide + 1
+            for j in range(n):
+                scores[b0 + j] = ROUND(SROUND((wide + scores[b0 + j]) / s))
+            continue
         i = r % s_len
         bh = r // s_len
         b = bh // hq
@@ -118,7 +144,7 @@ def _rows(scores, out3, mask, ms, offset, nonpad, par, scale, softcap, zero, nin
             m = zero
         s = wide
         for j in range(t_len):
-            e = SROUND(np.exp(SROUND((wide + scores[base + j]) - m)))
+            e = SROUND(vexp(SROUND((wide + scores[base + j]) - m)))
             scores[base + j] = e
             s = SROUND(s + e)
         if s == 0:

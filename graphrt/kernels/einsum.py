@@ -32,6 +32,7 @@ from .base import InferContext, OpKernel, RunContext, scratch
 from .broadcast import PARALLEL_MIN, put
 from .jit import Variants
 from .matmul import (panels_for, _K, _M, _N, _A_SI, _A_SK, _B_SJ, _B_SK, _GEMM_PACKED, _MATMUL, MatMul,
+                     fast_product,
                      _prepare)
 
 EXACT = False
@@ -98,13 +99,15 @@ class _Shim:
 
 
 class Product:
-    """A batched matrix product through matmul.py's blocked kernel (its accumulation order):
-    out[b] (an m x n C-order block at b*m*n) = A_b @ B_b for b < len(offa), where
-    A_b[i, k] = a[offa[b] + i*a_si + k*a_sk] and B_b[k, j] = b[offb[b] + k*b_sk + j*b_sj].
-    ``min_parallel`` raises matmul.py's threshold (multiply-adds per call) for running the
-    row blocks in parallel, for products called many times in a row (one per RNN step)."""
+    """A batched matrix product: out[b] (an m x n C-order block at b*m*n) = A_b @ B_b for
+    b < len(offa), where A_b[i, k] = a[offa[b] + i*a_si + k*a_sk] and
+    B_b[k, j] = b[offb[b] + k*b_sk + j*b_sj]: in fast mode by matmul's tiles (graphrt's
+    micro-kernel, matmul.fast_product) where they apply, else by matmul.py's blocked kernel
+    (its accumulation order). ``min_parallel`` raises the blocked kernel's threshold
+    (multiply-adds per call) for running the row blocks in parallel, for products called
+    many times in a row (one per RNN step)."""
 
-    __slots__ = ("p",)
+    __slots__ = ("p", "fast", "batches")
     DTYPES = MatMul.ALLOWED
 
     def __init__(self, exact: bool, dtype, m, n, k, offa, offb, a_strides, b_strides,
@@ -115,6 +118,9 @@ class Product:
         geo[_B_SK], geo[_B_SJ] = b_strides
         if n <= 1:
             geo[_B_SJ] = 1      # one column: the j stride is never used, skip packing
+        self.batches = len(offa)
+        self.fast = None if exact else fast_product(dtype, m, n, k, a_strides,
+                                                    (geo[_B_SK], geo[_B_SJ]), offa, offb)
         shim = _Shim(exact)
         _prepare(shim, _MATMUL, np.dtype(dtype), len(offa), offa, offb, geo)
         self.p = shim.prepared
@@ -122,6 +128,9 @@ class Product:
             self.p.fn = (_MATMUL if geo[_B_SJ] == 1 else _GEMM_PACKED).get(exact, False)
 
     def __call__(self, a, b, out) -> None:
+        if self.fast is not None:
+            self.fast(a, b, out, out, self.batches)
+            return
         p = self.p
         p.fn(a, b, out, out, p.offa, p.offb, p.geo, p.alpha, p.beta, p.tasks,
              panels_for(out.dtype, p.slots))

@@ -91,3 +91,5 @@ def _feed_source(h, py, seen: set) -> None:
         callee = py.__globals__.get(name)
         if getattr(callee, "py_func", None) is not None:
             _feed(h, callee, seen)
+        for dep in getattr(callee, "hashed_with", ()):     # e.g. vecmath's overloaded stubs
+            _feed(h, dep, seen)

@@ -28,6 +28,7 @@ from .base import InferContext, OpKernel, RunContext
 from .broadcast import PARALLEL_MIN
 from .exactmath import FastExact, exp as _own_exp, log as _own_log
 from .jit import FAST_MATH, Variants
+from .vecmath import vexp
 from .reduce import run_wide
 
 EXACT = False
@@ -48,12 +49,11 @@ def _row_max(x):
 def _softmax_row(x, out):
     """Softmax of one row (x and out may be the same memory)."""
     m = _row_max(x)
-    s = np.exp(x[0] - m)
-    out[0] = s
+    for k in range(x.size):         # apart from the sum, so that this loop vectorises
+        out[k] = vexp(x[k] - m)
+    s = out[0]
     for k in range(1, x.size):
-        e = np.exp(x[k] - m)
-        out[k] = e
-        s = s + e
+        s = s + out[k]
     for k in range(x.size):
         out[k] = out[k] / s
 
@@ -61,9 +61,9 @@ def _softmax_row(x, out):
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=set(FAST_MATH))
 def _log_softmax_row(x, out):
     m = _row_max(x)
-    s = np.exp(x[0] - m)
+    s = vexp(x[0] - m)
     for k in range(1, x.size):
-        s = s + np.exp(x[k] - m)
+        s = s + vexp(x[k] - m)
     ls = np.log(s)
     for k in range(x.size):
         out[k] = (x[k] - m) - ls

@@ -4,7 +4,8 @@ Exact (IEEE operations or compare-and-select): Abs and Neg (the sign bit for flo
 wrap, so |int_min| = int_min), Sqrt (NaN for x < 0), Reciprocal (1/x as a float64 division
 rounded to the input type, which is the correctly rounded division), Floor, Ceil, Round (to
 nearest, halves to even), Sign (-1 or +1; ±0 and NaN give x itself), IsNaN, IsInf, Clip.
-Exp, Log, Tanh, Erf: libm in fast mode; in exact mode graphrt's own functions (exactmath:
+Exp, Log, Tanh, Erf: in fast mode, float32 Exp, Tanh and Erf by graphrt's vectorisable forms
+(vecmath, within 1 ulp), the rest by libm; in exact mode graphrt's own functions (exactmath:
 float32 computed in float64 and rounded once, float16 from that float32 result).
 The others call libm (the trigonometric and hyperbolic functions and their inverses): not
 exact-mode kernels.
@@ -20,6 +21,7 @@ from . import exactmath as _xm
 from .elementwise import unary_variants
 from .pointwise import FLOAT8, FLOATS, Unary, scalar_op, unary_param_variants
 from .variadic import maximum, minimum
+from .vecmath import verf, vexp, vtanh
 
 _FLOATS = FLOATS
 
@@ -96,7 +98,7 @@ def _round(x):
 
 @scalar_op
 def _exp(x):
-    return np.exp(x)
+    return vexp(x)
 
 
 @scalar_op
@@ -161,12 +163,12 @@ def _atanh(x):
 
 @scalar_op
 def _tanh(x):
-    return np.tanh(x)
+    return vtanh(x)
 
 
 @scalar_op
 def _erf(x):
-    return math.erf(x)
+    return verf(x)
 
 
 @scalar_op

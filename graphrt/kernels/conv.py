@@ -319,71 +319,108 @@ def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work):
                                  p1 - p0, kk, ap, bp, cb, False)
 
 
-def _depthwise(x, w, y, g, planes, mg, kk):
+@njit(cache=True, nogil=True, error_model="numpy")
+def phase_layout(g):
+    """The stride-phase layout of a padded plane (see split_phases): the padded depth the
+    windows reach, a phase's rows and columns, the phase count, and n = the span of the
+    output plane on a grid a phase's width wide."""
+    dp = (g[_OD] - 1) * g[_SD] + (g[_KD] - 1) * g[_DD] + 1
+    hq = g[_OH] + (g[_KH] - 1) * g[_DH] // g[_SH]
+    wq = g[_OW] + (g[_KW] - 1) * g[_DW] // g[_SW]
+    return dp, hq, wq, g[_SH] * g[_SW], (g[_OH] - 1) * wq + g[_OW]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def phase_taps(g):
+    """Where each window tap (kd, kh, kw), in row-major order, starts in split_phases'
+    buffer for output (od, oh, ow) = (0, 0, 0); output (od, oh, ow) adds
+    od * sd * nph * hq * wq + oh * wq + ow."""
+    dp, hq, wq, nph, n = phase_layout(g)
+    kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
+    sh, sw = g[_SH], g[_SW]
+    out = np.empty(kd_ * kh_ * kw_, dtype=np.int64)
+    for kd in range(kd_):
+        for kh in range(kh_):
+            rh, qh = (kh * g[_DH]) % sh, (kh * g[_DH]) // sh
+            for kw in range(kw_):
+                rw, qw = (kw * g[_DW]) % sw, (kw * g[_DW]) // sw
+                out[(kd * kh_ + kh) * kw_ + kw] = \
+                    ((kd * g[_DD] * nph + rh * sw + rw) * hq + qh) * wq + qw
+    return out
+
+
+def phase_work(g) -> int:
+    """Elements of per-thread scratch a plane needs: its phases, then the output grid."""
+    dp, hq, wq, nph, n = phase_layout(g)
+    return int(dp * nph * hq * wq + n)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def split_phases(xp, x, xo, g, pad):
+    """Copy the plane at x[xo] into xp, split by stride phase: phase (rh, rw) of padded depth
+    dpi holds padded rows i * sh + rh and columns k * sw + rw (``pad`` where that is outside
+    the input), so that window tap (kd, kh, kw) of output (od, oh, ow) is
+    xp[((od * sd + kd * dd) * nph + phase) * hq * wq + (oh + qh) * wq + ow + qw] with phase
+    ((kh * dh) % sh, (kw * dw) % sw) and (qh, qw) = ((kh * dh) // sh, (kw * dw) // sw)."""
+    d_, h_, w_ = g[_D], g[_H], g[_W]
+    sh, sw = g[_SH], g[_SW]
+    pd, ph, pw = g[_PD], g[_PH], g[_PW]
+    dp, hq, wq, nph, n = phase_layout(g)
+    for q in range(np.uint64(dp * nph * hq * wq)):
+        xp[q] = pad
+    for dpi in range(dp):
+        di = dpi - pd
+        if di < 0 or di >= d_:
+            continue
+        for rh in range(sh):
+            for rw in range(sw):
+                # columns k with 0 <= k * sw + rw - pw < w_
+                c0 = min(wq, max(0, -((rw - pw) // sw)))
+                c1 = min(wq, max(c0, (w_ - 1 - rw + pw) // sw + 1))
+                for i in range(hq):
+                    hi_ = i * sh + rh - ph
+                    if 0 <= hi_ < h_:
+                        copy_run(xp, ((dpi * nph + rh * sw + rw) * hq + i) * wq + c0, x,
+                                 xo + (di * h_ + hi_) * w_ + c0 * sw + rw - pw, c1 - c0, sw)
+
+
+def _depthwise(x, w, y, g, planes, mg, kk, work):
     """Fast-mode Conv with one input channel per group (depthwise, any multiplier mg): plane
     t = (image, output channel m) reads input channel m // mg. Each output element is the
     micro-kernel's FMA chain over the kernel taps in row-major order, padding taps included
     as products with 0 (so an infinite weight still gives NaN there, as in the GEMM path).
-
-    The plane is first split by stride phase into zero-bordered buffers: phase (rh, rw)
-    holds padded input rows i * sh + rh and columns k * sw + rw, so tap (kh, kw) reads
-    phase ((kh * dh) % sh, (kw * dw) % sw) shifted by ((kh * dh) // sh, (kw * dw) // sw).
-    Laid out on a grid of width wq, every tap is then one unit-stride pass over the whole
-    output plane (output (oh, ow) at oh * wq + ow; the columns past ow_ are thrown away),
-    with unsigned indices (see runs.py), which vectorises."""
-    d_, h_, w_ = g[_D], g[_H], g[_W]
+    The plane is split by stride phase into a zero-bordered buffer (split_phases), so every
+    tap is one unit-stride pass over the whole output plane (output (oh, ow) at oh * wq + ow;
+    the columns past ow_ are dropped), with unsigned indices (see runs.py): passes that
+    vectorise. ``work``: per-thread scratch rows of phase_work elements."""
     od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
-    kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
-    sd, sh, sw = g[_SD], g[_SH], g[_SW]
-    pd, ph, pw = g[_PD], g[_PH], g[_PW]
-    dd, dh, dw = g[_DD], g[_DH], g[_DW]
-    dp = (od_ - 1) * sd + (kd_ - 1) * dd + 1        # padded depth the windows reach
-    hq = oh_ + (kh_ - 1) * dh // sh                 # a phase's rows and columns
-    wq = ow_ + (kw_ - 1) * dw // sw
-    nph = sh * sw
-    plane = hq * wq
-    n = (oh_ - 1) * wq + ow_
+    dp, hq, wq, nph, n = phase_layout(g)
+    size = dp * nph * hq * wq
+    taps = phase_taps(g)
     m_all = g[_C] * mg
     p_ = od_ * oh_ * ow_
     for t in prange(planes):
         tt = np.int64(t)
         img = tt // m_all
         m = tt - img * m_all
-        xo = (img * g[_C] + m // mg) * d_ * h_ * w_
         wo = m * kk
-        xp = np.zeros(dp * nph * plane, dtype=y.dtype)
-        for dpi in range(dp):
-            di = dpi - pd
-            if di < 0 or di >= d_:
-                continue
-            for rh in range(sh):
-                for rw in range(sw):
-                    # columns k with 0 <= k * sw + rw - pw < w_
-                    c0 = min(wq, max(0, -((rw - pw) // sw)))
-                    c1 = min(wq, max(c0, (w_ - 1 - rw + pw) // sw + 1))
-                    for i in range(hq):
-                        hi_ = i * sh + rh - ph
-                        if 0 <= hi_ < h_:
-                            copy_run(xp, ((dpi * nph + rh * sw + rw) * hq + i) * wq + c0, x,
-                                     xo + (di * h_ + hi_) * w_ + c0 * sw + rw - pw, c1 - c0, sw)
-        acc = np.empty(n, dtype=y.dtype)
+        row = work[numba.get_thread_id()]
+        xp = row[:size]
+        acc = row[size:size + n]
+        split_phases(xp, x, (img * g[_C] + m // mg) * g[_D] * g[_H] * g[_W], g, 0)
         for od in range(od_):
             zero_run(acc, 0, n)
-            for kd in range(kd_):
-                for kh in range(kh_):
-                    rh, qh = (kh * dh) % sh, (kh * dh) // sh
-                    for kw in range(kw_):
-                        rw, qw = (kw * dw) % sw, (kw * dw) // sw
-                        wv = w[wo + (kd * kh_ + kh) * kw_ + kw]
-                        s0 = np.uint64((((od * sd + kd * dd) * nph + rh * sw + rw) * hq + qh) * wq + qw)
-                        for q in range(np.uint64(n)):
-                            acc[q] = microkernel.fma(wv, xp[s0 + q], acc[q])
+            for k in range(kk):
+                wv = w[wo + k]
+                s0 = np.uint64(od * g[_SD] * nph * hq * wq + taps[k])
+                for q in range(np.uint64(n)):
+                    acc[q] = microkernel.fma(wv, xp[s0 + q], acc[q])
             for oh in range(oh_):
                 copy_run(y, tt * p_ + (od * oh_ + oh) * ow_, acc, oh * wq, ow_, 1)
 
 
 DEPTHWISE = Variants(_depthwise, "conv_depthwise", parallel=True, MK=microkernel.SOURCE_TAG,
-                     COPY=copy_run, ZERO=zero_run)
+                     COPY=copy_run, ZERO=zero_run, SPLIT=split_phases, TAPS=phase_taps)
 DEPTHWISE_ROWS = True       # False: depthwise convs take the GEMM path (tests compare the two)
 CONV_TILES = Variants(_conv_tiles, "conv_tiles", parallel=True, MK=microkernel.SOURCE_TAG,
                       IM2COL_BLOCK=_im2col_block)
@@ -534,6 +571,7 @@ class Conv(GroupedConv):
                 and p.gemm.fast.own \
                 and n * m * out_size > 0:
             p.depthwise = DEPTHWISE.get(False, n * m * out_size * k >= PARALLEL_MIN)
+            ensure_layer()      # numba.get_thread_id needs the threading layer running
         elif not ctx.exact and not p.direct and p.gemm.fast is not None and p.gemm.fast.own \
                 and p.col_size * p.wdt.itemsize > WHOLE_COL_BYTES and n * m > 0:
             p.tiles = _tile_plan(n, g, mg, cg * k, out_size, p.wdt.itemsize)
@@ -547,7 +585,8 @@ class Conv(GroupedConv):
         y = Float16.out(ctx, ctx.flat_out[0])
         g = self.group
         if p.depthwise is not None:
-            p.depthwise(x, w, y, p.geo, p.n * p.m, p.m // g, math.prod(p.geo[_KD:_KW + 1]))
+            work = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, phase_work(p.geo)))
+            p.depthwise(x, w, y, p.geo, p.n * p.m, p.m // g, math.prod(p.geo[_KD:_KW + 1]), work)
             _finish(ctx.exact, p, y, b, p.n)
             Float16.narrow(ctx.flat_out[0], y)
             return

@@ -147,9 +147,10 @@ _GEMM_PACKED = Variants(_product, "gemm_packed", parallel=True, GEMM=True, EPILO
 
 BLAS_MIN_WORK = 1 << 17     # multiply-adds from which a product goes to the BLAS: below,
                             # the call's fixed cost (a few us) outweighs its speed
-TILE_WORK = 1 << 24         # multiply-adds per tile, at least (about 0.15 ms at BLAS speed)
+TILE_WORK = 1 << 20         # multiply-adds per tile, at least (about 10 us): the convs of
+                            # the small CNNs then split in two or more, for a second thread
 MAX_TASKS = 16              # tiles per product, at most (the split is cut before this)
-MIN_ROWS, MIN_COLS = 128, 256   # a tile is not cut below these (smaller ones lose 10-30 %)
+MIN_ROWS, MIN_COLS = 48, 64     # a tile is not cut below these (4 row panels, 2 column panels)
 
 # BLAS geometry vector layout (int64), filled by _plan_blas
 (_T_M, _T_N, _T_K, _T_MB, _T_NB, _T_TM, _T_TN, _T_KIND, _T_TA, _T_LDA, _T_A_SI, _T_TB, _T_LDB,

@@ -24,16 +24,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numba
 from numba import njit, prange
 
 from .. import dtypes as _dt
 from ..errors import ErrorKind
-from .base import InferContext, OpKernel, RunContext
+from ..threads import ensure_layer
+from .base import InferContext, OpKernel, RunContext, scratch
 from .broadcast import PARALLEL_MIN
-from .conv import (_D, _DD, _DH, _DW, _H, _KD, _KH, _KW, _OD, _OH, _OW, _PD, _PH, _PW, _SD, _SH,
-                   _SW, _W, FLOATS, Axes, Float16, Window, check_rank, geometry)
+from .conv import (_D, _DD, _DH, _DW, _H, _OD, _OH, _OW, _PD, _PH, _PW, _SD, _SH,
+                   _SW, _W, FLOATS, Axes, Float16, Window, check_rank, geometry, phase_layout,
+                   phase_taps, phase_work, split_phases)
 from .jit import Variants
-from .runs import copy_run
 from .layout import _word
 
 EXACT = False
@@ -150,31 +152,25 @@ def nan_free(x, s0, n):
     return bad == 0
 
 
-def _pool_plane(x, y, g, lim, planes, lowest, pad):
+def _pool_plane(x, y, g, lim, planes, lowest, pad, work):
     """Max (KIND MAX) or sum-then-divide (AVG) pooling a whole plane at a time, for windows
     that all hold a tap and no Indices, each window's taps in the order of ``_pool`` (kd,
-    kh, then kw ascending). The plane is first split by stride phase into buffers bordered
+    kh, then kw ascending). The plane is first split by stride phase into a buffer bordered
     with ``pad`` (-inf or the type's minimum for max, -0.0 for average: taps that change
-    nothing, x + -0.0 being x), as Conv's depthwise kernel does, so that every tap is one
-    unit-stride pass over the whole output plane (on a grid wq wide; columns past ow_ are
-    dropped) with unsigned indices (runs.py): passes LLVM vectorises. Max starts from
-    ``lowest`` (the same result as starting from the first tap: -inf or the type's minimum
-    is never taken over itself, and a NaN tap is taken either way); over a NaN-free plane a
-    tap is taken iff it is larger, whatever the accumulator holds, so max is then a plain
-    compare-and-select. One task per plane."""
-    d_, h_, w_ = g[_D], g[_H], g[_W]
+    nothing, x + -0.0 being x), as Conv's depthwise kernel does (conv.split_phases), so that
+    every tap is one unit-stride pass over the whole output plane (on a grid wq wide; columns
+    past ow_ are dropped) with unsigned indices (runs.py): passes LLVM vectorises. Max
+    starts from ``lowest`` (the same result as starting from the first tap: -inf or the
+    type's minimum is never taken over itself, and a NaN tap is taken either way); over a
+    NaN-free plane a tap is taken iff it is larger, whatever the accumulator holds, so max
+    is then a plain compare-and-select. One task per plane; ``work``: per-thread scratch
+    rows of conv.phase_work elements."""
     od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
-    kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
-    sd, sh, sw = g[_SD], g[_SH], g[_SW]
-    pd, ph, pw = g[_PD], g[_PH], g[_PW]
-    dd, dh, dw = g[_DD], g[_DH], g[_DW]
-    dp = (od_ - 1) * sd + (kd_ - 1) * dd + 1        # padded depth the windows reach
-    hq = oh_ + (kh_ - 1) * dh // sh                 # a phase's rows and columns
-    wq = ow_ + (kw_ - 1) * dw // sw
-    nph = sh * sw
-    plane = hq * wq
-    n = (oh_ - 1) * wq + ow_
-    ip = d_ * h_ * w_
+    sd = g[_SD]
+    dp, hq, wq, nph, n = phase_layout(g)
+    size = dp * nph * hq * wq
+    taps = phase_taps(g)
+    ip = g[_D] * g[_H] * g[_W]
     p_ = od_ * oh_ * ow_
     lh = 3 * od_
     lw = 3 * (od_ + oh_)
@@ -184,44 +180,26 @@ def _pool_plane(x, y, g, lim, planes, lowest, pad):
     for t in prange(planes):
         tt = np.int64(t)
         xo = tt * ip
-        xp = np.empty(dp * nph * plane, dtype=y.dtype)
-        for q in range(np.uint64(xp.size)):
-            xp[q] = pad
-        for dpi in range(dp):
-            di = dpi - pd
-            if di < 0 or di >= d_:
-                continue
-            for rh in range(sh):
-                for rw in range(sw):
-                    c0 = min(wq, max(0, -((rw - pw) // sw)))
-                    c1 = min(wq, max(c0, (w_ - 1 - rw + pw) // sw + 1))
-                    for i in range(hq):
-                        hi_ = i * sh + rh - ph
-                        if 0 <= hi_ < h_:
-                            copy_run(xp, ((dpi * nph + rh * sw + rw) * hq + i) * wq + c0, x,
-                                     xo + (di * h_ + hi_) * w_ + c0 * sw + rw - pw, c1 - c0, sw)
+        row = work[numba.get_thread_id()]
+        xp = row[:size]
+        acc = row[size:size + n]
+        split_phases(xp, x, xo, g, pad)
         plain = KIND == AVG or nan_free(x, xo, ip)
-        acc = np.empty(n, dtype=y.dtype)
         for od in range(od_):
             for q in range(np.uint64(n)):
                 acc[q] = lowest
-            for kd in range(kd_):
-                for kh in range(kh_):
-                    rh, qh = (kh * dh) % sh, (kh * dh) // sh
-                    for kw in range(kw_):
-                        rw, qw = (kw * dw) % sw, (kw * dw) // sw
-                        s0 = np.uint64((((od * sd + kd * dd) * nph + rh * sw + rw) * hq + qh)
-                                       * wq + qw)
-                        if KIND == AVG:
-                            for q in range(np.uint64(n)):
-                                acc[q] = acc[q] + xp[s0 + q]
-                        elif plain:
-                            for q in range(np.uint64(n)):
-                                v = xp[s0 + q]
-                                acc[q] = v if v > acc[q] else acc[q]
-                        else:
-                            for q in range(np.uint64(n)):
-                                acc[q] = _tap(acc[q], xp[s0 + q], KIND)
+            for k in range(taps.size):
+                s0 = np.uint64(od * sd * nph * hq * wq + taps[k])
+                if KIND == AVG:
+                    for q in range(np.uint64(n)):
+                        acc[q] = acc[q] + xp[s0 + q]
+                elif plain:
+                    for q in range(np.uint64(n)):
+                        v = xp[s0 + q]
+                        acc[q] = v if v > acc[q] else acc[q]
+                else:
+                    for q in range(np.uint64(n)):
+                        acc[q] = _tap(acc[q], xp[s0 + q], KIND)
             kd0, kd1 = lim[3 * od], lim[3 * od + 1]
             for oh in range(oh_):
                 yo = np.uint64(tt * p_ + (od * oh_ + oh) * ow_)
@@ -259,9 +237,10 @@ def window_limits(ax, spatial) -> np.ndarray:
 # Comparisons only: max pooling's fast variant serves both modes.
 _MAX = Variants(_pool, "maxpool", parallel=True, KIND=MAX)
 _MAX_PLANE = Variants(_pool_plane, "maxpool_plane", parallel=True, KIND=MAX, CIP=False,
-                      COPY=copy_run, NAN_FREE=nan_free, TAP=_tap)
+                      SPLIT=split_phases, TAPS=phase_taps, NAN_FREE=nan_free, TAP=_tap)
 _AVG_PLANE = {cip: Variants(_pool_plane, f"averagepool_plane_{int(cip)}", parallel=True,
-                            KIND=AVG, CIP=cip, COPY=copy_run, TAP=_tap) for cip in (False, True)}
+                            KIND=AVG, CIP=cip, SPLIT=split_phases, TAPS=phase_taps)
+              for cip in (False, True)}
 _AVG = Variants(_pool, "averagepool", parallel=True, KIND=AVG)
 _LP = Variants(_pool, "lppool", parallel=True, KIND=LP)
 
@@ -330,6 +309,7 @@ class _Pool(OpKernel):
             is_max = self.VARIANTS is _MAX
             plane = _MAX_PLANE if is_max else _AVG_PLANE[self.count_include_pad]
             p.rows = plane.get(ctx.exact and not is_max, size >= PARALLEL_MIN and p.planes > 1)
+            ensure_layer()      # numba.get_thread_id needs the threading layer running
             if is_max:
                 p.lowest = wide.type(-np.inf) if wide.kind == "f" else np.iinfo(wide).min
                 p.pad = p.lowest
@@ -343,7 +323,8 @@ class _Pool(OpKernel):
         y = Float16.out(ctx, ctx.flat_out[0])
         ind = ctx.flat_out[1] if len(ctx.flat_out) > 1 else None
         if p.rows is not None:
-            p.rows(x, y, p.geo, p.lim, p.planes, p.lowest, p.pad)
+            work = scratch(ctx, y.dtype, (numba.config.NUMBA_NUM_THREADS, phase_work(p.geo)))
+            p.rows(x, y, p.geo, p.lim, p.planes, p.lowest, p.pad, work)
             Float16.narrow(ctx.flat_out[0], y)
             return
         p.fn(x, y, _NO_INDICES if ind is None else ind, p.geo, p.lim,

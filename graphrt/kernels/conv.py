@@ -203,35 +203,6 @@ def tap_of(r, kd_, kh_, kw_):
     return q // kd_, q % kd_, kh, kw
 
 
-def _im2col(x, col, g, rows):
-    """col[r, p] = the input element that kernel tap r = (image, channel, kd, kh, kw) reads
-    at output position p = (od, oh, ow), or 0 in the padding."""
-    d_, h_, w_ = g[_D], g[_H], g[_W]
-    od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
-    kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
-    sd, sh, sw = g[_SD], g[_SH], g[_SW]
-    p_ = od_ * oh_ * ow_
-    for r in prange(rows):
-        c, kd, kh, kw = tap_of(r, kd_, kh_, kw_)
-        xo = c * d_ * h_ * w_
-        w0 = kw * g[_DW] - g[_PW]
-        lo = min(ow_, max(0, -(w0 // sw)))      # first ow with ow * sw + w0 >= 0
-        hi = min(ow_, max(lo, (w_ - 1 - w0) // sw + 1))
-        o = r * p_
-        for od in range(od_):
-            di = od * sd - g[_PD] + kd * g[_DD]
-            for oh in range(oh_):
-                hi_ = oh * sh - g[_PH] + kh * g[_DH]
-                if di < 0 or di >= d_ or hi_ < 0 or hi_ >= h_:
-                    zero_run(col, o, ow_)
-                else:
-                    src = xo + (di * h_ + hi_) * w_ + w0
-                    zero_run(col, o, lo)
-                    copy_run(col, o + lo, x, src + lo * sw, hi - lo, sw)
-                    zero_run(col, o + hi, ow_ - hi)
-                o += ow_
-
-
 def _add_bias(y, b, planes, m, p):
     """y[plane, :] += b[plane % m] (BIAS), then Relu (RELU: a FusedEpilogue's Relu stage
     absorbed, the same scalar function as Relu's kernel); exact variant: NaN canonical."""
@@ -419,6 +390,32 @@ def _depthwise(x, w, y, g, planes, mg, kk, work):
                 copy_run(y, tt * p_ + (od * oh_ + oh) * ow_, acc, oh * wq, ow_, 1)
 
 
+def _split_planes(x, xp, g, planes, ps):
+    """xp[t * ps:(t + 1) * ps] = input plane t split by stride phase (split_phases)."""
+    ip = g[_D] * g[_H] * g[_W]
+    for t in prange(planes):
+        tt = np.int64(t)
+        split_phases(xp[tt * ps:(tt + 1) * ps], x, tt * ip, g, 0)
+
+
+def _im2col(xp, col, g, rows, ps, taps):
+    """col[r, p] = the input element that kernel tap r = (image, channel, kd, kh, kw) reads
+    at output position p = (od, oh, ow), or 0 in the padding, from the planes _split_planes
+    made (ps elements each): there every output row of a tap is one contiguous run."""
+    od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
+    dp, hq, wq, nph, n = phase_layout(g)
+    kt = taps.size
+    p_ = od_ * oh_ * ow_
+    for r in prange(rows):
+        rr = np.int64(r)
+        c = rr // kt
+        base = c * ps + taps[rr - c * kt]
+        for od in range(od_):
+            for oh in range(oh_):
+                copy_run(col, rr * p_ + (od * oh_ + oh) * ow_, xp,
+                         base + (od * g[_SD] * nph * hq + oh) * wq, ow_, 1)
+
+
 DEPTHWISE = Variants(_depthwise, "conv_depthwise", parallel=True, MK=microkernel.SOURCE_TAG,
                      COPY=copy_run, ZERO=zero_run, SPLIT=split_phases, TAPS=phase_taps)
 DEPTHWISE_ROWS = True       # False: depthwise convs take the GEMM path (tests compare the two)
@@ -431,7 +428,8 @@ MIN_TASKS = 4               # channel blocks are cut until a product has this ma
 
 
 # im2col only moves data: its fast variant serves both modes.
-IM2COL = Variants(_im2col, "conv_im2col", parallel=True, TAP=tap_of, COPY=copy_run, ZERO=zero_run)
+SPLIT_PLANES = Variants(_split_planes, "conv_split_planes", parallel=True, SPLIT=split_phases)
+IM2COL = Variants(_im2col, "conv_im2col", parallel=True, COPY=copy_run, LAYOUT=phase_layout)
 ADD_BIAS = Variants(_add_bias, "conv_bias", parallel=True, BIAS=True, RELU=False)
 BIAS_RELU = Variants(_add_bias, "conv_bias_relu", parallel=True, BIAS=True, RELU=True,
                      RELU_OF=relu_float)
@@ -598,13 +596,19 @@ class Conv(GroupedConv):
             Float16.narrow(ctx.flat_out[0], y)
             return
         col = None if p.direct else scratch(ctx, p.wdt, (p.chunk * p.col_size,))
+        if not p.direct:
+            ps = phase_work(p.geo) - phase_layout(p.geo)[4]
+            xp = scratch(ctx, p.wdt, (p.chunk * p.c * ps,))
+            taps = phase_taps(p.geo)
         for n0 in range(0, p.n, p.chunk):
             k = min(p.chunk, p.n - n0)
             xs = x[n0 * p.c * p.in_size:(n0 + k) * p.c * p.in_size]
             ys = y[n0 * p.m * p.out_size:(n0 + k) * p.m * p.out_size]
             if not p.direct:
                 rows = k * p.col_size // max(1, p.out_size)
-                IM2COL.get(False, k * p.col_size >= PARALLEL_MIN)(xs, col, p.geo, rows)
+                big = k * p.col_size >= PARALLEL_MIN
+                SPLIT_PLANES.get(False, big)(xs, xp, p.geo, k * p.c, ps)
+                IM2COL.get(False, big)(xp, col, p.geo, rows, ps, taps)
                 xs = col
             p.gemm(ctx.exact, w, xs, ys, k * g)
             _finish(ctx.exact, p, ys, b, k)

@@ -171,3 +171,51 @@ def test_relu_absorbed_by_the_product_keeps_bits(name, mode):
     assert sess.pass_counts["fuse_epilogues"] == 1
     assert got.tobytes() == base.tobytes()
     assert np.isnan(got).any() and (got == 0).any()
+
+
+AFFINE_CASES = {  # a primary, then per-channel scale-and-shift stages, then Relu
+    "Conv+BN": ([n("Conv", ["x", "W", "B"], ["m"], pads=[1, 1, 1, 1]),
+                 n("BatchNormalization", ["m", "s", "b", "mu", "v"], ["a"])],
+                [const("W", r(12, 5, 3, 3)), const("B", r(12)), const("s", r(12)), const("b", r(12)),
+                 const("mu", r(12)), const("v", np.abs(r(12)) + 0.5)]),
+    "Conv+Mul+Add": ([n("Conv", ["x", "W"], ["m"], strides=[2, 2]), n("Mul", ["m", "k"], ["p"]),
+                      n("Add", ["q", "p"], ["a"])],
+                     [const("W", r(12, 5, 3, 3)), const("k", r(12, 1, 1)), const("q", r(1, 12, 1, 1))]),
+    "BN+Mul+Sub": ([n("BatchNormalization", ["x", "s", "b", "mu", "v"], ["m"]),
+                    n("Mul", ["m", "k"], ["p"]), n("Sub", ["p", "q"], ["a"])],
+                   [const("s", r(5)), const("b", r(5)), const("mu", r(5)),
+                    const("v", np.abs(r(5)) + 0.5), const("k", r(5, 1, 1)), const("q", r(1))]),
+}
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("name", sorted(AFFINE_CASES))
+def test_scale_and_shift_stages_fold_into_the_primary(name, mode):
+    """Conv or BatchNormalization followed by per-channel BatchNormalization/Mul/Add/Sub and
+    Relu: one fused node; fast mode folds the stages into one scale and shift per channel
+    (values within rounding of the unfused nodes), exact mode runs them as they are (bits)."""
+    nodes, inits = AFFINE_CASES[name]
+    x = tensor("x", F, [2, 5, 9, 9])
+    model = make(nodes + [n("Relu", ["a"], ["y"])], [x], [tensor("y", F, None)], inits)
+    xv = r(2, 5, 9, 9)
+    _, base = run(model, "none", {"x": xv}, mode)
+    sess, got = run(model, "all", {"x": xv}, mode)
+    assert sess.pass_counts["fuse_epilogues"] == 1
+    if mode == "exact":
+        assert got.tobytes() == base.tobytes()
+    else:
+        np.testing.assert_allclose(got, base, rtol=1e-5, atol=1e-5)
+        assert got.tobytes() != base.tobytes()      # folded: rounded differently somewhere
+
+
+def test_a_channel_constant_that_broadcasts_further_is_not_folded():
+    """A Mul by a (12, 1) constant after a 4-D Conv is per row, not per channel: not folded
+    (the fused node runs it as a stage and gives the unfused values)."""
+    nodes = [n("Conv", ["x", "W"], ["m"]), n("Mul", ["m", "k"], ["a"])]
+    x = tensor("x", F, [2, 5, 12, 12])
+    model = make(nodes + [n("Relu", ["a"], ["y"])], [x], [tensor("y", F, None)],
+                 [const("W", r(12, 5, 1, 1)), const("k", r(12, 1))])
+    xv = r(2, 5, 12, 12)
+    _, base = run(model, "none", {"x": xv}, "fast")
+    _, got = run(model, "all", {"x": xv}, "fast")
+    assert got.tobytes() == base.tobytes()

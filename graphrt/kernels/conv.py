@@ -28,6 +28,7 @@ from ..threads import ensure_layer
 from . import microkernel
 from .base import InferContext, OpKernel, RunContext, scratch
 from .broadcast import PARALLEL_MIN
+from .fused import channel_affine
 from .pointwise import relu_float
 from .runs import copy_run, zero_run
 from .jit import Variants
@@ -38,6 +39,7 @@ EXACT = False
 BIAS = True
 RELU = False
 RELU_OF = None
+AFFINE = False
 
 FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
 AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
@@ -203,16 +205,21 @@ def tap_of(r, kd_, kh_, kw_):
     return q // kd_, q % kd_, kh, kw
 
 
-def _add_bias(y, b, planes, m, p):
-    """y[plane, :] += b[plane % m] (BIAS), then Relu (RELU: a FusedEpilogue's Relu stage
-    absorbed, the same scalar function as Relu's kernel); exact variant: NaN canonical."""
+def _add_bias(y, b, planes, m, p, sc):
+    """y[plane, :] += b[plane % m] (BIAS), or y = y * sc[c] + b[c] (AFFINE, fast mode: folded
+    scale-and-shift stages), then Relu (RELU: a FusedEpilogue's Relu stage absorbed, the same
+    scalar function as Relu's kernel); exact variant: NaN canonical."""
     for t in prange(planes):
         row = y[t * p:(t + 1) * p]
         if BIAS:
             bv = b[t % m]
+        if AFFINE:
+            sv = sc[t % m]
         for j in range(p):
             v = row[j]
-            if BIAS:
+            if AFFINE:
+                v = v * sv + bv
+            elif BIAS:
                 v = v + bv
             if RELU:
                 v = RELU_OF(v)
@@ -430,11 +437,13 @@ MIN_TASKS = 4               # channel blocks are cut until a product has this ma
 # im2col only moves data: its fast variant serves both modes.
 SPLIT_PLANES = Variants(_split_planes, "conv_split_planes", parallel=True, SPLIT=split_phases)
 IM2COL = Variants(_im2col, "conv_im2col", parallel=True, COPY=copy_run, LAYOUT=phase_layout)
-ADD_BIAS = Variants(_add_bias, "conv_bias", parallel=True, BIAS=True, RELU=False)
+ADD_BIAS = Variants(_add_bias, "conv_bias", parallel=True, BIAS=True, RELU=False, AFFINE=False)
 BIAS_RELU = Variants(_add_bias, "conv_bias_relu", parallel=True, BIAS=True, RELU=True,
-                     RELU_OF=relu_float)
+                     RELU_OF=relu_float, AFFINE=False)
 ONLY_RELU = Variants(_add_bias, "conv_relu", parallel=True, BIAS=False, RELU=True,
-                     RELU_OF=relu_float)
+                     RELU_OF=relu_float, AFFINE=False)
+SCALE_SHIFT = {relu: Variants(_add_bias, f"conv_affine_{int(relu)}", parallel=True, BIAS=True,
+                              RELU=relu, RELU_OF=relu_float, AFFINE=True) for relu in (False, True)}
 
 
 class GemmCall:
@@ -496,16 +505,22 @@ class ConvPlan:
     """What infer leaves for run in Conv and ConvTranspose."""
 
     __slots__ = ("geo", "gemm", "n", "c", "m", "in_size", "out_size", "col_size", "chunk",
-                 "direct", "wdt", "tiles", "relu", "depthwise")
+                 "direct", "wdt", "tiles", "relu", "depthwise", "affine", "bias")
 
 
 def _finish(exact, p, y, b, images):
-    """The bias, and an absorbed Relu, over ``images`` images of the product in y."""
-    if not y.size or (b is None and not p.relu):
+    """The bias, or absorbed scale-and-shift stages, and an absorbed Relu, over ``images``
+    images of the product in y."""
+    if not y.size or (b is None and not p.relu and p.affine is None):
+        return
+    if p.affine is not None:
+        sc, sh = p.affine[:2]
+        SCALE_SHIFT[p.relu].get(exact, y.size >= PARALLEL_MIN)(y, sh, images * p.m, p.m,
+                                                                p.out_size, sc)
         return
     variants = (BIAS_RELU if b is not None else ONLY_RELU) if p.relu else ADD_BIAS
     variants.get(exact, y.size >= PARALLEL_MIN)(y, y if b is None else b, images * p.m, p.m,
-                                                p.out_size)
+                                                p.out_size, y)
 
 
 class GroupedConv(OpKernel):
@@ -527,6 +542,24 @@ class Conv(GroupedConv):
     def absorb_relu(self, prepared) -> bool:
         """Apply a following Relu in the bias pass (FusedEpilogue): one pass, same bits."""
         prepared.relu = True
+        return True
+
+    def absorb_affine(self, prepared, stage, pos, values, shape) -> bool:
+        """Fold a following per-channel scale or shift (BatchNormalization in inference, or
+        Mul, Add, Sub, Div by one value per channel) into the bias pass: y = y * s + t per
+        output channel, s and t composed in float64 and rounded once (fast mode only,
+        FusedEpilogue; the constant bias, if any, starts t)."""
+        p = prepared
+        if p.bias is None or p.relu:
+            return False
+        st = channel_affine(stage, pos, values, shape, p.wdt)
+        if st is None:
+            return False
+        s0, t0 = p.affine[2:] if p.affine is not None else \
+            (np.ones(p.m), np.asarray(p.bias, dtype=np.float64).reshape(-1))
+        s1, t1 = st
+        s, t = s0 * s1, t0 * s1 + t1
+        p.affine = (s.astype(p.wdt), t.astype(p.wdt), s, t)
         return True
 
     def infer(self, ctx: InferContext) -> None:
@@ -565,6 +598,8 @@ class Conv(GroupedConv):
         p.tiles = None
         p.relu = False
         p.depthwise = None
+        p.affine = None
+        p.bias = ctx.value(2) if has_b else np.zeros(m)      # None: a bias known in run only
         if DEPTHWISE_ROWS and not ctx.exact and cg == 1 and g > 1 and p.gemm.fast is not None \
                 and p.gemm.fast.own \
                 and n * m * out_size > 0:

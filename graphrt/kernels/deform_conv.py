@@ -164,5 +164,5 @@ class DeformConv(OpKernel):
                 mask is not None)
             p.gemm(ctx.exact, w, col, ys, k * self.group)
             if b is not None and ys.size:
-                ADD_BIAS.get(ctx.exact, ys.size >= PARALLEL_MIN)(ys, b, k * p.m, p.m, p.out_size)
+                ADD_BIAS.get(ctx.exact, ys.size >= PARALLEL_MIN)(ys, b, k * p.m, p.m, p.out_size, ys)
         Float16.narrow(ctx.flat_out[0], y)

@@ -29,6 +29,7 @@ from .. import dtypes as _dt
 from ..errors import ErrorKind
 from .base import InferContext, OpKernel, RunContext
 from .broadcast import PARALLEL_MIN
+from .fused import channel_affine
 from .jit import Variants
 from .pointwise import relu_float
 from .reduce import F32, compute_dtype, offset_of, run_wide, scratch, split_axes
@@ -370,38 +371,27 @@ class BatchNormalization(_Norm):
             if self.spatial and all(v is not None for v in vals):
                 ctx.prepared.consts = vals
 
-    def absorb_affine(self, prepared, op: str, pos: int, value, shape) -> bool:
-        """Fold a following ``op`` (Mul, Add, Sub, Div; this node's result at input ``pos``)
-        by a constant with one value per channel into the scale and shift (fast mode,
-        FusedEpilogue): y = x * s + t per channel, s and t composed in float64 from the
-        statistics and rounded once; the node then runs with mean 0, var 1, epsilon 0."""
+    def absorb_affine(self, prepared, stage, pos, values, shape) -> bool:
+        """Fold a following per-channel scale or shift (fused.channel_affine: Mul, Add, Sub,
+        Div by one value per channel, or another BatchNormalization) into the scale and
+        shift (fast mode, FusedEpilogue): y = x * s + t per channel, s and t composed in
+        float64 from the statistics and rounded once; the node then runs with mean 0, var
+        1, epsilon 0."""
         p = prepared
-        if p.consts is None or p.narrow or p.stats != NO_STATS or len(shape) < 2 or \
-                (pos == 1 and op in ("Sub", "Div")):
+        if p.consts is None or p.narrow or p.stats != NO_STATS:
             return False
-        c = shape[1]
-        v = np.asarray(value)
-        if v.dtype != p.cdt or v.ndim > len(shape):
+        st = channel_affine(stage, pos, values, shape, p.cdt)
+        if st is None:
             return False
-        vs = (1,) * (len(shape) - v.ndim) + v.shape
-        if vs[0] != 1 or vs[1] not in (1, c) or any(d != 1 for d in vs[2:]):
-            return False
-        v = np.broadcast_to(v.reshape(-1).astype(np.float64), (c,))
         if p.folded is None:
             scale, bias, mean, var = (np.asarray(a, dtype=np.float64).reshape(-1)
                                       for a in p.consts)
             s = scale / np.sqrt(var + self.epsilon)
             t = bias - mean * s
         else:
-            s, t = (a.astype(np.float64) for a in p.folded[5:])
-        if op == "Mul":
-            s, t = s * v, t * v
-        elif op == "Div":
-            s, t = s / v, t / v
-        elif op == "Add":
-            t = t + v
-        else:
-            t = t - v
+            s, t = p.folded[5:]
+        s, t = s * st[0], t * st[0] + st[1]
+        c = shape[1]
         prm = p.prm.copy()
         prm[_EPS] = 0
         p.folded = (s.astype(p.cdt), t.astype(p.cdt), np.zeros(c, p.cdt), np.ones(c, p.cdt),

@@ -26,8 +26,8 @@ PRODUCERS = (MatMul, Gemm, Conv, BatchNormalization)
 
 def fuse_epilogues(pg: PassGraph) -> int:
     """MatMul/Gemm/Conv/BatchNormalization followed by element-wise nodes that only it feeds
-    (an activation, or a binary operation with a constant such as a bias) -> one
-    FusedEpilogue node."""
+    (an activation, a binary operation with a constant such as a bias, or a
+    BatchNormalization with constant statistics) -> one FusedEpilogue node."""
     done = 0
     consumers = pg.consumers()
     for node in pg.live():
@@ -49,6 +49,12 @@ def fuse_epilogues(pg: PassGraph) -> int:
                     break
                 stages.append(Stage(k, pos, (len(inputs),)))
                 inputs.append(other)
+            elif isinstance(k, BatchNormalization) and not k.training and len(nxt.inputs) == 5 \
+                    and nxt.inputs[0] == out and out not in nxt.inputs[1:] \
+                    and all(pg.constant(i) is not None for i in nxt.inputs[1:]):
+                # (a stage only the primary's fast form folds; else run as it is)
+                stages.append(Stage(k, 0, tuple(range(len(inputs), len(inputs) + 4))))
+                inputs.extend(nxt.inputs[1:])
             else:
                 break
             absorbed.append(nxt)

@@ -96,12 +96,13 @@ def test_conv_tiles_equal_the_whole_image_path(group, stride, pads, monkeypatch)
     np.testing.assert_allclose(whole, want, rtol=1e-4, atol=1e-4)
 
 
+@pytest.mark.parametrize("mode", ["fast", "exact"])
 @pytest.mark.parametrize("mult,stride,pads,dil", [(1, 1, 1, 1), (2, 2, 1, 1), (1, 2, 0, 2),
                                                   (3, 1, 2, 1)])
-def test_depthwise_conv_equals_the_gemm_path(mult, stride, pads, dil, monkeypatch):
-    """Depthwise Conv (one input channel per group) runs its own row kernel in fast mode;
-    its bits are the micro-kernel GEMM's (padding taps as products with 0: an infinite
-    weight gives NaN at the border there too)."""
+def test_depthwise_conv_equals_the_gemm_path(mult, stride, pads, dil, mode, monkeypatch):
+    """Depthwise Conv (one input channel per group) runs its own plane kernel; its bits are
+    the micro-kernel GEMM's in both modes (padding taps as products with 0: an infinite
+    weight gives NaN at the border there too; exact mode's NaN canonical)."""
     from graphrt.kernels import conv
     rng = np.random.default_rng(5)
     c = 6
@@ -110,11 +111,13 @@ def test_depthwise_conv_equals_the_gemm_path(mult, stride, pads, dil, monkeypatc
     w[1, 0, 0, 0] = np.inf
     attrs = {"pads": [pads] * 4, "strides": [stride] * 2, "dilations": [dil] * 2, "group": c}
     model = model_of("Conv", {"X": x, "W": w}, [("Y", np.float32)], attrs)
-    got = [graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=t)).run(
+    x[0, 1, 4, 4] = np.nan
+    got = [graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=t, mode=mode)).run(
         None, {"X": x, "W": w})[0] for t in (1, 2)]
     monkeypatch.setattr(conv, "DEPTHWISE_ROWS", False)   # plans made now take the GEMM path
-    want = graphrt.Session(model).run(None, {"X": x, "W": w})[0]
+    want = graphrt.Session(model, graphrt.SessionOptions(mode=mode)).run(None, {"X": x, "W": w})[0]
     assert got[0].tobytes() == got[1].tobytes() == want.tobytes()
+    assert np.isnan(want).any()
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])

@@ -363,11 +363,12 @@ def split_phases(xp, x, xo, g, pad):
 
 
 def _depthwise(x, w, y, g, planes, mg, kk, work):
-    """Fast-mode Conv with one input channel per group (depthwise, any multiplier mg): plane
-    t = (image, output channel m) reads input channel m // mg. Each output element is the
-    micro-kernel's FMA chain over the kernel taps in row-major order, padding taps included
-    as products with 0 (so an infinite weight still gives NaN there, as in the GEMM path).
-    The plane is split by stride phase into a zero-bordered buffer (split_phases), so every
+    """Conv with one input channel per group (depthwise, any multiplier mg): plane t =
+    (image, output channel m) reads input channel m // mg. Each output element is the
+    micro-kernel's chain over the kernel taps in row-major order (fast: one FMA a step;
+    exact: a rounded multiply then a rounded add, NaN canonical: the exact GEMM path's bits),
+    padding taps included as products with 0 (so an infinite weight still gives NaN there,
+    as in the GEMM path). The plane is split by stride phase into a zero-bordered buffer (split_phases), so every
     tap is one unit-stride pass over the whole output plane (output (oh, ow) at oh * wq + ow;
     the columns past ow_ are dropped), with unsigned indices (see runs.py): passes that
     vectorise. ``work``: per-thread scratch rows of phase_work elements."""
@@ -392,9 +393,16 @@ def _depthwise(x, w, y, g, planes, mg, kk, work):
                 wv = w[wo + k]
                 s0 = np.uint64(od * g[_SD] * nph * hq * wq + taps[k])
                 for q in range(np.uint64(n)):
-                    acc[q] = microkernel.fma(wv, xp[s0 + q], acc[q])
+                    acc[q] = microkernel.step(EXACT, wv, xp[s0 + q], acc[q])
             for oh in range(oh_):
-                copy_run(y, tt * p_ + (od * oh_ + oh) * ow_, acc, oh * wq, ow_, 1)
+                if EXACT:           # NaN canonical, as the exact product writes it
+                    yo = np.uint64(tt * p_ + (od * oh_ + oh) * ow_)
+                    ao = np.uint64(oh * wq)
+                    for j in range(np.uint64(ow_)):
+                        v = acc[ao + j]
+                        y[yo + j] = v if v == v else np.nan
+                else:
+                    copy_run(y, tt * p_ + (od * oh_ + oh) * ow_, acc, oh * wq, ow_, 1)
 
 
 def _split_planes(x, xp, g, planes, ps):
@@ -600,10 +608,10 @@ class Conv(GroupedConv):
         p.depthwise = None
         p.affine = None
         p.bias = ctx.value(2) if has_b else np.zeros(m)      # None: a bias known in run only
-        if DEPTHWISE_ROWS and not ctx.exact and cg == 1 and g > 1 and p.gemm.fast is not None \
+        if DEPTHWISE_ROWS and cg == 1 and g > 1 and p.gemm.fast is not None \
                 and p.gemm.fast.own \
                 and n * m * out_size > 0:
-            p.depthwise = DEPTHWISE.get(False, n * m * out_size * k >= PARALLEL_MIN)
+            p.depthwise = DEPTHWISE.get(ctx.exact, n * m * out_size * k >= PARALLEL_MIN)
             ensure_layer()      # numba.get_thread_id needs the threading layer running
         elif not ctx.exact and not p.direct and p.gemm.fast is not None and p.gemm.fast.own \
                 and p.col_size * p.wdt.itemsize > WHOLE_COL_BYTES and n * m > 0:

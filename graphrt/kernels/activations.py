@@ -86,9 +86,7 @@ def _shrink_int(x, lambd, bias):
     return np.int64(max(-9.2e18, min(9.2e18, v)))   # in int64's range, then truncated
 
 
-@scalar_op
-def _sigmoid(x):
-    return vsigmoid(x)
+_sigmoid = vsigmoid       # (vecmath's overloaded stub: inlined into the templates)
 
 
 @scalar_op
@@ -123,14 +121,10 @@ def _swish(x, alpha, _):
     return x * _sigmoid(alpha * x)
 
 
-@scalar_op
-def _gelu(x):
-    return vgelu(x)
+_gelu = vgelu       # (vecmath's overloaded stub: inlined into the templates)
 
 
-@scalar_op
-def _gelu_tanh(x):
-    return vgelu_tanh(x)
+_gelu_tanh = vgelu_tanh       # (vecmath's overloaded stub: inlined into the templates)
 
 
 @scalar_op

@@ -7,7 +7,8 @@ Adjacent axes that every operand walks contiguously are merged, so kernels see f
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 PARALLEL_MIN = 1 << 16      # elements: below this a parallel launch costs more than it saves
 BLOCK = 1 << 14             # elements per parallel task along the inner axis
@@ -105,8 +106,17 @@ def row_offset(row, shape, strides):
 
 @njit(cache=True, nogil=True, fastmath=False)
 def put(out, k, v, exact):
-    """out[k] = v, with NaN written as the canonical quiet NaN when exact."""
-    if exact and v != v:
-        out[k] = np.nan
-    else:
-        out[k] = v
+    """out[k] = v, with NaN written as the canonical quiet NaN when exact (one store of a
+    selected value: two stores in branches kept LLVM from vectorising the callers' loops)."""
+    out[k] = canonical(v) if exact else v
+
+
+def canonical(v):
+    """v, or for a float NaN the canonical quiet NaN."""
+
+
+@overload(canonical)
+def _canonical(v):
+    if isinstance(v, types.Float):
+        return lambda v: v if v == v else np.nan
+    return lambda v: v      # (integers: a float select would round large ones)

@@ -48,10 +48,17 @@ def _binary(a, b, out, shape, sa, sb, block, tasks):
 
 def _unary(x, out, block, tasks):
     n = out.size
+    # in place, the loop reads and writes one array: with two names for the same memory
+    # LLVM's overlap test fails at run time and it takes its scalar loop
+    same = x.ctypes.data == out.ctypes.data
     for t in prange(tasks):
         j0 = np.int64(t) * block
-        for j in range(np.uint64(j0), np.uint64(min(n, j0 + block))):
-            put(out, j, OP(x[j]), EXACT)
+        if same:
+            for j in range(np.uint64(j0), np.uint64(min(n, j0 + block))):
+                put(out, j, OP(out[j]), EXACT)
+        else:
+            for j in range(np.uint64(j0), np.uint64(min(n, j0 + block))):
+                put(out, j, OP(x[j]), EXACT)
 
 
 def binary_variants(op, name: str) -> Variants:

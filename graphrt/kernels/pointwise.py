@@ -37,8 +37,11 @@ FLOAT8 = frozenset(dt for dt in NARROW if dt.name in ("float8_e4m3fn", "float8_e
 
 def scalar_op(fn):
     """njit for the scalar functions the templates call: never fast-math (a fast variant then
-    computes them exactly as the exact one does), numpy's error model (1 / 0 gives inf)."""
-    return njit(cache=True, nogil=True, fastmath=False, error_model="numpy")(fn)
+    computes them exactly as the exact one does), numpy's error model (1 / 0 gives inf).
+    Not cached on its own: numba would key its cache on this function's file only, and keep
+    code built from an older version of a function it calls in another module (vecmath,
+    exactmath); the templates calling it are cached, named by a hash of its callees."""
+    return njit(cache=False, nogil=True, fastmath=False, error_model="numpy")(fn)
 
 
 @scalar_op
@@ -75,10 +78,15 @@ def narrow(out: np.ndarray, buf: np.ndarray) -> None:
 
 def _unary_params(x, out, p, q, block, tasks):
     n = out.size
+    same = x.ctypes.data == out.ctypes.data     # see elementwise._unary
     for t in prange(tasks):
         j0 = np.int64(t) * block
-        for j in range(np.uint64(j0), np.uint64(min(n, j0 + block))):      # see _unary
-            put(out, j, OP(x[j], p, q), EXACT)
+        if same:
+            for j in range(np.uint64(j0), np.uint64(min(n, j0 + block))):
+                put(out, j, OP(out[j], p, q), EXACT)
+        else:
+            for j in range(np.uint64(j0), np.uint64(min(n, j0 + block))):
+                put(out, j, OP(x[j], p, q), EXACT)
 
 
 def unary_param_variants(op, name: str) -> Variants:

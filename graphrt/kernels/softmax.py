@@ -45,7 +45,7 @@ def _row_max(x):
     return m
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=set(FAST_MATH))
+@njit(cache=False, nogil=True, error_model="numpy", fastmath=set(FAST_MATH))   # see scalar_op
 def _softmax_row(x, out):
     """Softmax of one row (x and out may be the same memory)."""
     m = _row_max(x)
@@ -58,7 +58,7 @@ def _softmax_row(x, out):
         out[k] = out[k] / s
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=set(FAST_MATH))
+@njit(cache=False, nogil=True, error_model="numpy", fastmath=set(FAST_MATH))   # see scalar_op
 def _log_softmax_row(x, out):
     m = _row_max(x)
     s = vexp(x[0] - m)

@@ -96,9 +96,7 @@ def _round(x):
     return np.rint(x)
 
 
-@scalar_op
-def _exp(x):
-    return vexp(x)
+_exp = vexp       # (vecmath's overloaded stub: inlined into the templates)
 
 
 @scalar_op
@@ -161,14 +159,10 @@ def _atanh(x):
     return np.arctanh(x)
 
 
-@scalar_op
-def _tanh(x):
-    return vtanh(x)
+_tanh = vtanh       # (vecmath's overloaded stub: inlined into the templates)
 
 
-@scalar_op
-def _erf(x):
-    return verf(x)
+_erf = verf       # (vecmath's overloaded stub: inlined into the templates)
 
 
 @scalar_op

@@ -77,7 +77,14 @@ def _hash_of(consts: dict, template=None) -> str:
 def _feed(h, value, seen: set) -> None:
     py = getattr(value, "py_func", None)
     if py is None:
-        h.update(repr(value).encode())
+        if callable(value) and hasattr(value, "__qualname__"):
+            # a plain function (vecmath's overloaded stubs): its name, not its repr, which
+            # holds an address and would rename the variants in every process
+            h.update(f"{value.__module__}.{value.__qualname__}".encode())
+            for dep in getattr(value, "hashed_with", ()):
+                _feed(h, dep, seen)
+        else:
+            h.update(repr(value).encode())
         return
     _feed_source(h, py, seen)
 
@@ -86,7 +93,10 @@ def _feed_source(h, py, seen: set) -> None:
     if id(py) in seen:
         return
     seen.add(id(py))
-    h.update(inspect.getsource(py).encode())
+    try:
+        h.update(inspect.getsource(py).encode())
+    except OSError:     # made at run time (exec): its code and constants stand for it
+        h.update(py.__code__.co_code + repr(py.__code__.co_consts).encode())
     for name in py.__code__.co_names:
         callee = py.__globals__.get(name)
         if getattr(callee, "py_func", None) is not None:

@@ -85,49 +85,27 @@ def exp64(x):
 # erfc(t) exp(t^2) in 1/t on 1 <= t <= 10.5 (1.6e-10). Written out: a loop over the
 # coefficients would be the innermost loop, and LLVM vectorises innermost loops only (the
 # element loop calling these would stay scalar).
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy", inline="always")
-def _tanh_p(v):
-    p = 0.0021256387725519057
-    p = p * v - 0.008155737534733181
-    p = p * v + 0.021690329841922828
-    p = p * v - 0.05394439377643056
-    p = p * v + 0.13333179984671895
-    p = p * v - 0.33333329603276296
-    p = p * v + 0.9999999998507212
-    return p
+def _polynomial(name, coeffs):
+    """An njit function of v: the polynomial with ``coeffs`` (highest degree first) by
+    Horner's rule, written out as straight-line code."""
+    lines = [f"def {name}(v):", f"    p = {coeffs[0]!r}"]
+    lines += [f"    p = p * v + {c!r}" for c in coeffs[1:]]
+    scope: dict = {}
+    exec("\n".join(lines + ["    return p"]), scope)
+    return njit(nogil=True, fastmath=False, error_model="numpy", inline="always")(scope[name])
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy", inline="always")
-def _erf_p(v):
-    p = -9.634993517620109e-06
-    p = p * v + 0.00011254643776179286
-    p = p * v - 0.0008482508523587231
-    p = p * v + 0.0052209233020439
-    p = p * v - 0.026865392170817286
-    p = p * v + 0.1128378184031288
-    p = p * v - 0.3761263842609395
-    p = p * v + 1.128379167057142
-    return p
-
-
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy", inline="always")
-def _erfcx_p(v):
-    p = 0.12158877158446194
-    p = p * v - 1.0242972381245008
-    p = p * v + 3.9343855289224194
-    p = p * v - 9.094136660691408
-    p = p * v + 14.018796519701436
-    p = p * v - 15.000035393750265
-    p = p * v + 11.083579611997365
-    p = p * v - 5.233035769217376
-    p = p * v + 1.0965787066010522
-    p = p * v + 0.21674135592837546
-    p = p * v + 0.027772598246797783
-    p = p * v - 0.2846995412499431
-    p = p * v + 0.0001613166615744906
-    p = p * v + 0.5641836728828672
-    p = p * v + 9.673099365519122e-08
-    return p
+_tanh_p = _polynomial("_tanh_p", (
+    0.0021256387725519057, -0.008155737534733181, 0.021690329841922828, -0.05394439377643056,
+    0.13333179984671895, -0.33333329603276296, 0.9999999998507212,))
+_erf_p = _polynomial("_erf_p", (
+    -9.634993517620109e-06, 0.00011254643776179286, -0.0008482508523587231, 0.0052209233020439,
+    -0.026865392170817286, 0.1128378184031288, -0.3761263842609395, 1.128379167057142,))
+_erfcx_p = _polynomial("_erfcx_p", (
+    0.12158877158446194, -1.0242972381245008, 3.9343855289224194, -9.094136660691408,
+    14.018796519701436, -15.000035393750265, 11.083579611997365, -5.233035769217376,
+    1.0965787066010522, 0.21674135592837546, 0.027772598246797783, -0.2846995412499431,
+    0.0001613166615744906, 0.5641836728828672, 9.673099365519122e-08,))
 
 
 @njit(cache=True, nogil=True, fastmath=False, error_model="numpy", inline="always")

@@ -513,7 +513,7 @@ class ConvPlan:
     """What infer leaves for run in Conv and ConvTranspose."""
 
     __slots__ = ("geo", "gemm", "n", "c", "m", "in_size", "out_size", "col_size", "chunk",
-                 "direct", "wdt", "tiles", "relu", "depthwise", "affine", "bias")
+                 "direct", "wdt", "tiles", "relu", "depthwise", "affine", "bias", "phases")
 
 
 def _finish(exact, p, y, b, images):
@@ -608,6 +608,10 @@ class Conv(GroupedConv):
         p.depthwise = None
         p.affine = None
         p.bias = ctx.value(2) if has_b else np.zeros(m)      # None: a bias known in run only
+        # the stride-phase planes (split_phases): a plane's size, where each tap starts, and
+        # the per-thread scratch of the depthwise kernel
+        work = phase_work(p.geo)
+        p.phases = (work - int(phase_layout(p.geo)[4]), phase_taps(p.geo), work)
         if DEPTHWISE_ROWS and cg == 1 and g > 1 and p.gemm.fast is not None \
                 and p.gemm.fast.own \
                 and n * m * out_size > 0:
@@ -626,7 +630,7 @@ class Conv(GroupedConv):
         y = Float16.out(ctx, ctx.flat_out[0])
         g = self.group
         if p.depthwise is not None:
-            work = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, phase_work(p.geo)))
+            work = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, p.phases[2]))
             p.depthwise(x, w, y, p.geo, p.n * p.m, p.m // g, math.prod(p.geo[_KD:_KW + 1]), work)
             _finish(ctx.exact, p, y, b, p.n)
             Float16.narrow(ctx.flat_out[0], y)
@@ -640,9 +644,8 @@ class Conv(GroupedConv):
             return
         col = None if p.direct else scratch(ctx, p.wdt, (p.chunk * p.col_size,))
         if not p.direct:
-            ps = phase_work(p.geo) - phase_layout(p.geo)[4]
+            ps, taps, _ = p.phases
             xp = scratch(ctx, p.wdt, (p.chunk * p.c * ps,))
-            taps = phase_taps(p.geo)
         for n0 in range(0, p.n, p.chunk):
             k = min(p.chunk, p.n - n0)
             xs = x[n0 * p.c * p.in_size:(n0 + k) * p.c * p.in_size]

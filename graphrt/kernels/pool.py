@@ -248,7 +248,8 @@ _NO_INDICES = np.zeros(1, dtype=np.int64)
 
 
 class _Plan:
-    __slots__ = ("geo", "lim", "aux", "aux_ind", "planes", "fn", "zero", "rows", "lowest", "pad")
+    __slots__ = ("geo", "lim", "aux", "aux_ind", "planes", "fn", "zero", "rows", "lowest", "pad",
+                 "work")
 
 
 class _Pool(OpKernel):
@@ -309,6 +310,7 @@ class _Pool(OpKernel):
             is_max = self.VARIANTS is _MAX
             plane = _MAX_PLANE if is_max else _AVG_PLANE[self.count_include_pad]
             p.rows = plane.get(ctx.exact and not is_max, size >= PARALLEL_MIN and p.planes > 1)
+            p.work = phase_work(p.geo)
             ensure_layer()      # numba.get_thread_id needs the threading layer running
             if is_max:
                 p.lowest = wide.type(-np.inf) if wide.kind == "f" else np.iinfo(wide).min
@@ -323,7 +325,7 @@ class _Pool(OpKernel):
         y = Float16.out(ctx, ctx.flat_out[0])
         ind = ctx.flat_out[1] if len(ctx.flat_out) > 1 else None
         if p.rows is not None:
-            work = scratch(ctx, y.dtype, (numba.config.NUMBA_NUM_THREADS, phase_work(p.geo)))
+            work = scratch(ctx, y.dtype, (numba.config.NUMBA_NUM_THREADS, p.work))
             p.rows(x, y, p.geo, p.lim, p.planes, p.lowest, p.pad, work)
             Float16.narrow(ctx.flat_out[0], y)
             return

@@ -28,7 +28,7 @@ from ..threads import ensure_layer
 from . import microkernel
 from .base import InferContext, OpKernel, RunContext, scratch
 from .broadcast import PARALLEL_MIN
-from .fused import channel_affine
+from .normalization import channel_affine
 from .pointwise import relu_float
 from .runs import copy_run, zero_run
 from .jit import Variants

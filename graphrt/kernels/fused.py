@@ -11,41 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from .activations import Relu
 from .base import InferContext, NodeInfo, OpKernel, RunContext
-
-
-def channel_affine(stage: OpKernel, pos: int, values, shape, dtype):
-    """(s, t), float64 per channel (axis 1 of ``shape``), with stage(y) = y * s + t, for a
-    stage that is BatchNormalization in inference (values: its four statistics) or Mul,
-    Add, Sub or Div (opset 7 on, y at input ``pos``; values: the other operand) by a
-    constant of type ``dtype`` with one value per channel; else None."""
-    node = stage.node
-    if len(shape) < 2 or node.domain != "" or any(v is None for v in values):
-        return None
-    c = shape[1]
-    if node.op_type == "BatchNormalization":
-        if getattr(stage, "training", True) or not getattr(stage, "spatial", False) or \
-                len(values) != 4 or any(np.size(v) != c for v in values):
-            return None
-        scale, bias, mean, var = (np.asarray(v, dtype=np.float64).reshape(-1) for v in values)
-        s = scale / np.sqrt(var + stage.epsilon)
-        return s, bias - mean * s
-    if node.op_type not in ("Mul", "Add", "Sub", "Div") or node.opset < 7 or len(values) != 1 \
-            or (pos == 1 and node.op_type in ("Sub", "Div")):
-        return None
-    v = np.asarray(values[0])
-    if v.dtype != dtype or v.ndim > len(shape):
-        return None
-    vs = (1,) * (len(shape) - v.ndim) + v.shape
-    if vs[0] != 1 or vs[1] not in (1, c) or any(d != 1 for d in vs[2:]):
-        return None
-    v = np.broadcast_to(v.reshape(-1).astype(np.float64), (c,))
-    one, zero = np.ones(c), np.zeros(c)
-    return {"Mul": (v, zero), "Div": (1.0 / v, zero), "Add": (one, v),
-            "Sub": (one, -v)}[node.op_type]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from .. import dtypes as _dt
 from ..errors import ErrorKind
 from .base import InferContext, OpKernel, RunContext
 from .broadcast import PARALLEL_MIN
-from .fused import channel_affine
+from .arithmetic import Add, Div, Mul, Sub
 from .jit import Variants
 from .pointwise import relu_float
 from .reduce import F32, compute_dtype, offset_of, run_wide, scratch, split_axes
@@ -372,7 +372,7 @@ class BatchNormalization(_Norm):
                 ctx.prepared.consts = vals
 
     def absorb_affine(self, prepared, stage, pos, values, shape) -> bool:
-        """Fold a following per-channel scale or shift (fused.channel_affine: Mul, Add, Sub,
+        """Fold a following per-channel scale or shift (normalization.channel_affine: Mul, Add, Sub,
         Div by one value per channel, or another BatchNormalization) into the scale and
         shift (fast mode, FusedEpilogue): y = x * s + t per channel, s and t composed in
         float64 from the statistics and rounded once; the node then runs with mean 0, var
@@ -497,3 +497,37 @@ class MeanVarianceNormalization(_Norm):
         ctx.set_output(0, ctx.dtype(0), shape)
         count = math.prod(shape[a] for a in axes)
         self._prepare(ctx, _MVN, split_axes(shape, axes), count, eps=1e-9)
+
+
+def channel_affine(stage: OpKernel, pos: int, values, shape, dtype):
+    """(s, t), float64 per channel (axis 1 of ``shape``), with stage(y) = y * s + t, for a
+    stage that is BatchNormalization in inference (values: its four statistics) or Mul,
+    Add, Sub or Div (opset 7 on, y at input ``pos``; values: the other operand) by a
+    constant of type ``dtype`` with one value per channel; else None."""
+    node = stage.node
+    if len(shape) < 2 or any(v is None for v in values):
+        return None
+    c = shape[1]
+    if isinstance(stage, BatchNormalization):
+        if stage.training or not stage.spatial or len(values) != 4 or \
+                any(np.size(v) != c for v in values):
+            return None
+        scale, bias, mean, var = (np.asarray(v, dtype=np.float64).reshape(-1) for v in values)
+        s = scale / np.sqrt(var + stage.epsilon)
+        return s, bias - mean * s
+    if not isinstance(stage, (Mul, Add, Sub, Div)) or node.opset < 7 or len(values) != 1 \
+            or (pos == 1 and isinstance(stage, (Sub, Div))):
+        return None
+    v = np.asarray(values[0])
+    if v.dtype != dtype or v.ndim > len(shape):
+        return None
+    vs = (1,) * (len(shape) - v.ndim) + v.shape
+    if vs[0] != 1 or vs[1] not in (1, c) or any(d != 1 for d in vs[2:]):
+        return None
+    v = np.broadcast_to(v.reshape(-1).astype(np.float64), (c,))
+    one, zero = np.ones(c), np.zeros(c)
+    if isinstance(stage, Mul):
+        return v, zero
+    if isinstance(stage, Div):
+        return 1.0 / v, zero
+    return (one, v) if isinstance(stage, Add) else (one, -v)

@@ -15,17 +15,23 @@ SHAPES = [(1, 1, 1), (1, 7, 5), (13, 7, 37), (12, 256, 32), (25, 300, 70), (3, 5
           (40, 0, 9), (97, 1031, 45), (2, 64, 600), (20, 300, 45), (16, 70, 33), (28, 9, 64)]
 
 
-def product(a, b, *, transposed_b=False, exact=False):
+def product(a, b, *, transposed_b=False, exact=False, table=False):
     m, k = a.shape
     n = b.shape[0] if transposed_b else b.shape[1]
     out = np.full(m * n, np.nan, a.dtype)
     ap, bp, cb = mk.carve(mk.work_for(out.dtype)[0], m, n, k)
     if transposed_b:    # b holds B^T (n, k): B[k, j] at j * k + k
         mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, 1, k, out, 0, n, m, n, k,
-                        ap, bp, cb, exact)
+                        ap, bp, cb, exact, mk.NO_TABLE)
+    elif table:         # B's rows in reverse order, n + 3 apart, found through the table
+        src = np.full((k, n + 3), np.nan, a.dtype)
+        src[::-1, 2:n + 2] = b
+        tab = np.arange(k - 1, -1, -1, dtype=np.int64) * (n + 3) + 2
+        mk.tile_product(a.reshape(-1), 0, k, 1, src.reshape(-1), 0, 0, 1, out, 0, n, m, n, k,
+                        ap, bp, cb, exact, tab)
     else:
         mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, n, 1, out, 0, n, m, n, k,
-                        ap, bp, cb, exact)
+                        ap, bp, cb, exact, mk.NO_TABLE)
     return out.reshape(m, n)
 
 
@@ -41,6 +47,10 @@ def test_values_and_layouts(m, k, n, dt):
     np.testing.assert_allclose(y, want, rtol=tol, atol=tol * max(1, np.sqrt(k)))
     # B transposed in memory (packed panels, or the few-rows path): the same bits
     assert product(a, np.ascontiguousarray(b.T), transposed_b=True).tobytes() == y.tobytes()
+    # B's rows found through a table (the implicit-GEMM convolution): the same bits
+    for exact in (False, True):
+        assert product(a, b, table=True, exact=exact).tobytes() == \
+            product(a, b, exact=exact).tobytes()
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
@@ -94,6 +104,34 @@ def test_conv_tiles_equal_the_whole_image_path(group, stride, pads, monkeypatch)
     from onnx.reference import ReferenceEvaluator
     want = ReferenceEvaluator(model).run(None, feeds)[0]
     np.testing.assert_allclose(whole, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("shape,kernel,attrs", [
+    ((2, 5, 11, 13), (7, 5, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 4, 12, 9), (6, 2, 3, 2), {"pads": [0, 2, 1, 0], "strides": [2, 3], "group": 2}),
+    ((1, 3, 14, 14), (26, 3, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((2, 8, 9, 9), (16, 8, 1, 1), {"strides": [2, 2]}),
+    ((1, 3, 40), (5, 3, 4), {"pads": [3, 1], "strides": [2]})])
+def test_implicit_gemm_conv_equals_the_column_matrix(shape, kernel, attrs, mode, monkeypatch):
+    """2-d (and 1-d) Convs read the micro-kernel's B rows in place from the stride-phase
+    planes (conv._implicit) instead of unfolding a column matrix: the same bits, NaN and
+    infinite weights included, at 1 and 2 threads, in both modes."""
+    from graphrt.kernels import conv
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(kernel).astype(np.float32)
+    b = rng.standard_normal(kernel[0]).astype(np.float32)
+    x.reshape(-1)[0] = np.nan
+    w.reshape(-1)[-1] = np.inf
+    model = model_of("Conv", {"X": x, "W": w, "B": b}, [("Y", np.float32)], attrs)
+    feeds = {"X": x, "W": w, "B": b}
+    got = [graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=t, mode=mode)).run(
+        None, feeds)[0] for t in (1, 2)]
+    monkeypatch.setattr(conv, "IMPLICIT", False)     # plans made now unfold a column matrix
+    want = graphrt.Session(model, graphrt.SessionOptions(mode=mode)).run(None, feeds)[0]
+    assert got[0].tobytes() == got[1].tobytes() == want.tobytes()
+    assert np.isnan(want).any() and np.isfinite(want).any()
 
 
 @pytest.mark.parametrize("mode", ["fast", "exact"])

@@ -205,28 +205,33 @@ def tap_of(r, kd_, kh_, kw_):
     return q // kd_, q % kd_, kh, kw
 
 
-def _add_bias(y, b, planes, m, p, sc):
-    """y[plane, :] += b[plane % m] (BIAS), or y = y * sc[c] + b[c] (AFFINE, fast mode: folded
-    scale-and-shift stages), then Relu (RELU: a FusedEpilogue's Relu stage absorbed, the same
-    scalar function as Relu's kernel); exact variant: NaN canonical."""
+def _add_bias(y, src, b, planes, m, p, sc, ow_, wq, sp):
+    """y[plane, :] = src's plane + b[plane % m] (BIAS), or src * sc[c] + b[c] (AFFINE, fast
+    mode: folded scale-and-shift stages), then Relu (RELU: a FusedEpilogue's Relu stage
+    absorbed, the same scalar function as Relu's kernel), or a copy (none of them); exact
+    variant: NaN canonical. src's planes are sp apart and hold the p elements of y's plane
+    as rows of ow_ on a grid wq wide (an implicit-GEMM product's output grid), or are y
+    itself (ow_ = wq = sp = p)."""
     for t in prange(planes):
-        row = y[t * p:(t + 1) * p]
         if BIAS:
             bv = b[t % m]
         if AFFINE:
             sv = sc[t % m]
-        for j in range(p):
-            v = row[j]
-            if AFFINE:
-                v = v * sv + bv
-            elif BIAS:
-                v = v + bv
-            if RELU:
-                v = RELU_OF(v)
-            if EXACT and v != v:
-                row[j] = np.nan
-            else:
-                row[j] = v
+        for r in range(p // ow_):
+            row = src[t * sp + r * wq:t * sp + r * wq + ow_]
+            out = y[t * p + r * ow_:t * p + (r + 1) * ow_]
+            for j in range(ow_):
+                v = row[j]
+                if AFFINE:
+                    v = v * sv + bv
+                elif BIAS:
+                    v = v + bv
+                if RELU:
+                    v = RELU_OF(v)
+                if EXACT and v != v:
+                    out[j] = np.nan
+                else:
+                    out[j] = v
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -294,7 +299,7 @@ def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work):
         ap, bp, cb = microkernel.carve(work[slot], rows, p1 - p0, kk)
         microkernel.tile_product(w, (gi * mg + m0) * kk, kk, 1, col, 0, p1 - p0, 1, y,
                                  (img * groups * mg + gi * mg + m0) * p_ + p0, p_, rows,
-                                 p1 - p0, kk, ap, bp, cb, False)
+                                 p1 - p0, kk, ap, bp, cb, False, microkernel.NO_TABLE)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -434,6 +439,7 @@ def _im2col(xp, col, g, rows, ps, taps):
 DEPTHWISE = Variants(_depthwise, "conv_depthwise", parallel=True, MK=microkernel.SOURCE_TAG,
                      COPY=copy_run, ZERO=zero_run, SPLIT=split_phases, TAPS=phase_taps)
 DEPTHWISE_ROWS = True       # False: depthwise convs take the GEMM path (tests compare the two)
+IMPLICIT = True             # False: 2-d convs unfold a column matrix (tests compare the two)
 CONV_TILES = Variants(_conv_tiles, "conv_tiles", parallel=True, MK=microkernel.SOURCE_TAG,
                       IM2COL_BLOCK=_im2col_block)
 COL_BLOCK_BYTES = 1 << 21   # a task's column block (K x pb) stays in cache
@@ -452,6 +458,8 @@ ONLY_RELU = Variants(_add_bias, "conv_relu", parallel=True, BIAS=False, RELU=Tru
                      RELU_OF=relu_float, AFFINE=False)
 SCALE_SHIFT = {relu: Variants(_add_bias, f"conv_affine_{int(relu)}", parallel=True, BIAS=True,
                               RELU=relu, RELU_OF=relu_float, AFFINE=True) for relu in (False, True)}
+FROM_GRID = Variants(_add_bias, "conv_from_grid", parallel=True, BIAS=False, RELU=False,
+                     AFFINE=False)
 
 
 class GemmCall:
@@ -463,7 +471,7 @@ class GemmCall:
 
     __slots__ = ("geo", "offa", "offb", "blocks", "work", "one", "fast")
 
-    def __init__(self, m, n, k, a_si, a_sk, offa, offb, dtype, exact=True):
+    def __init__(self, m, n, k, a_si, a_sk, offa, offb, dtype, exact=True, btab=None):
         geo = np.zeros(11, dtype=np.int64)
         geo[_M], geo[_N], geo[_K] = m, n, k
         geo[_A_SI], geo[_A_SK], geo[_B_SK], geo[_B_SJ] = a_si, a_sk, n, 1
@@ -475,7 +483,7 @@ class GemmCall:
         self.work = m * n * k
         self.one = np.dtype(dtype).type(1)
         self.fast = fast_product(dtype, m, n, k, (a_si, a_sk), (n, 1), self.offa, self.offb,
-                                 exact)
+                                 exact, btab)
 
     def __call__(self, exact, a, b, out, batches):
         if batches == 0 or self.blocks == 0:
@@ -513,22 +521,52 @@ class ConvPlan:
     """What infer leaves for run in Conv and ConvTranspose."""
 
     __slots__ = ("geo", "gemm", "n", "c", "m", "in_size", "out_size", "col_size", "chunk",
-                 "direct", "wdt", "tiles", "relu", "depthwise", "affine", "bias", "phases")
+                 "direct", "wdt", "tiles", "relu", "depthwise", "affine", "bias", "phases",
+                 "grid")
 
 
-def _finish(exact, p, y, b, images):
+def _finish(exact, p, y, b, images, grid=None):
     """The bias, or absorbed scale-and-shift stages, and an absorbed Relu, over ``images``
-    images of the product in y."""
-    if not y.size or (b is None and not p.relu and p.affine is None):
+    images of the product in y, or in ``grid`` (the implicit-GEMM path's output grid, p.grid
+    elements a plane, its rows phase_layout's wq wide), written into y."""
+    if not y.size:
         return
+    src, ow_, wq, sp = y, p.out_size, p.out_size, p.out_size
+    if grid is not None:
+        src, ow_, wq, sp = grid, int(p.geo[_OW]), int(phase_layout(p.geo)[2]), p.grid
+    elif b is None and not p.relu and p.affine is None:
+        return
+    big = y.size >= PARALLEL_MIN
     if p.affine is not None:
         sc, sh = p.affine[:2]
-        SCALE_SHIFT[p.relu].get(exact, y.size >= PARALLEL_MIN)(y, sh, images * p.m, p.m,
-                                                                p.out_size, sc)
+        SCALE_SHIFT[p.relu].get(exact, big)(y, src, sh, images * p.m, p.m, p.out_size, sc,
+                                            ow_, wq, sp)
         return
-    variants = (BIAS_RELU if b is not None else ONLY_RELU) if p.relu else ADD_BIAS
-    variants.get(exact, y.size >= PARALLEL_MIN)(y, y if b is None else b, images * p.m, p.m,
-                                                p.out_size, y)
+    if b is None and not p.relu:
+        variants = FROM_GRID
+    else:
+        variants = (BIAS_RELU if b is not None else ONLY_RELU) if p.relu else ADD_BIAS
+    variants.get(exact, big)(y, src, y if b is None else b, images * p.m, p.m, p.out_size, y,
+                             ow_, wq, sp)
+
+
+def _implicit(p, g, k, exact):
+    """Plan the implicit-GEMM form where graphrt's micro-kernel runs the product: B's row
+    (c, tap) is read in place from the stride-phase planes (split_phases) at c * ps +
+    phase_taps[tap], its columns being the output grid wq wide (phase_layout), so no column
+    matrix is made; the same chains, k ascending, as the product over im2col's matrix, so the
+    same bits. Two-dimensional windows only (one output depth)."""
+    ps, taps, _ = p.phases
+    n_grid = int(phase_layout(p.geo)[4])
+    cg, mg = p.c // g, p.m // g
+    rows = np.arange(cg * k, dtype=np.int64)
+    tab = rows // k * ps + taps[rows % k]
+    chunk = max(1, min(p.n, COL_BYTES // max(1, (p.c * ps + p.m * n_grid) * p.wdt.itemsize)))
+    batches = np.arange(chunk * g, dtype=np.int64)
+    gemm = GemmCall(mg, n_grid, cg * k, cg * k, 1, batches % g * (mg * cg * k),
+                    batches * (cg * ps), p.wdt, exact, btab=tab)
+    if gemm.fast is not None:
+        p.gemm, p.grid, p.chunk = gemm, n_grid, chunk
 
 
 class GroupedConv(OpKernel):
@@ -604,6 +642,7 @@ class Conv(GroupedConv):
         offa = (np.arange(batches, dtype=np.int64) % g) * (mg * cg * k)
         p.gemm = GemmCall(mg, out_size, cg * k, cg * k, 1, offa, offb, p.wdt, ctx.exact)
         p.tiles = None
+        p.grid = None
         p.relu = False
         p.depthwise = None
         p.affine = None
@@ -620,6 +659,8 @@ class Conv(GroupedConv):
         elif not ctx.exact and not p.direct and p.gemm.fast is not None and p.gemm.fast.own \
                 and p.col_size * p.wdt.itemsize > WHOLE_COL_BYTES and n * m > 0:
             p.tiles = _tile_plan(n, g, mg, cg * k, out_size, p.wdt.itemsize)
+        elif IMPLICIT and not p.direct and p.geo[_OD] == 1 and n * m > 0:
+            _implicit(p, g, k, ctx.exact)
         ctx.prepared = p
 
     def run(self, ctx: RunContext) -> None:
@@ -640,6 +681,19 @@ class Conv(GroupedConv):
             cols = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, args[3] * args[4]))
             fn(x, w, y, p.geo, *args, cols, microkernel.work_for(p.wdt))
             _finish(ctx.exact, p, y, b, p.n)
+            Float16.narrow(ctx.flat_out[0], y)
+            return
+        if p.grid is not None:
+            ps = p.phases[0]
+            xp = scratch(ctx, p.wdt, (p.chunk * p.c * ps,))
+            grid = scratch(ctx, p.wdt, (p.chunk * p.m * p.grid,))
+            for n0 in range(0, p.n, p.chunk):
+                k = min(p.chunk, p.n - n0)
+                SPLIT_PLANES.get(False, k * p.c * ps >= PARALLEL_MIN)(
+                    x[n0 * p.c * p.in_size:(n0 + k) * p.c * p.in_size], xp, p.geo, k * p.c, ps)
+                p.gemm(ctx.exact, w, xp, grid, k * g)
+                _finish(ctx.exact, p, y[n0 * p.m * p.out_size:(n0 + k) * p.m * p.out_size], b,
+                        k, grid)
             Float16.narrow(ctx.flat_out[0], y)
             return
         col = None if p.direct else scratch(ctx, p.wdt, (p.chunk * p.col_size,))

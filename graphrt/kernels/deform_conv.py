@@ -164,5 +164,7 @@ class DeformConv(OpKernel):
                 mask is not None)
             p.gemm(ctx.exact, w, col, ys, k * self.group)
             if b is not None and ys.size:
-                ADD_BIAS.get(ctx.exact, ys.size >= PARALLEL_MIN)(ys, b, k * p.m, p.m, p.out_size, ys)
+                ADD_BIAS.get(ctx.exact, ys.size >= PARALLEL_MIN)(ys, ys, b, k * p.m, p.m,
+                                                                 p.out_size, ys, p.out_size,
+                                                                 p.out_size, p.out_size)
         Float16.narrow(ctx.flat_out[0], y)

@@ -151,6 +151,9 @@ TILE_WORK = 1 << 20         # multiply-adds per tile, at least (about 10 us): th
                             # the small CNNs then split in two or more, for a second thread
 MAX_TASKS = 16              # tiles per product, at most (the split is cut before this)
 MIN_ROWS, MIN_COLS = 48, 64     # a tile is not cut below these (4 row panels, 2 column panels)
+# cuts fall on whole micro-tiles (rows of MR, columns of NR = float32's 2 vectors, a whole
+# number of float64's), so no tile gets an edge panel the product does not have
+MR, NR = microkernel.MR, microkernel.nr_of(4)
 
 # BLAS geometry vector layout (int64), filled by _plan_blas
 (_T_M, _T_N, _T_K, _T_MB, _T_NB, _T_TM, _T_TN, _T_KIND, _T_TA, _T_LDA, _T_A_SI, _T_TB, _T_LDB,
@@ -160,11 +163,12 @@ MK = None    # microkernel.SOURCE_TAG where OWN (renames the variants when it ch
 RELU = None
 
 
-def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work):
+def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work, btab):
     """Task t: batch entry t // (tm * tn), then a row block and a column block of it;
     out[rows, cols] = A'[rows] B'[:, cols] by graphrt's micro-kernel (OWN) or one ?gemm call
     (alpha 1, beta 0: unit holds those two) on the calling thread, then Gemm's epilogue on
-    the tile while it is in cache. For the BLAS, row-major out = A'B' is column-major
+    the tile while it is in cache; ``btab``: where B's rows are (microkernel.tile_product,
+    OWN only). For the BLAS, row-major out = A'B' is column-major
     out^T = B'^T A'^T, so B is its first operand."""
     m = g[_T_M]
     n = g[_T_N]
@@ -197,7 +201,8 @@ def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work):
             ap, bp, cb = microkernel.carve(work[numba.get_thread_id()], r1 - r0, w, kk)
             microkernel.tile_product(a, offa[batch] + r0 * a_si, a_si, g[_T_A_SK], b,
                                      offb[batch] + j0 * b_sj, g[_T_B_SK], b_sj, out,
-                                     oo + r0 * n + j0, n, r1 - r0, w, kk, ap, bp, cb, EXACT)
+                                     oo + r0 * n + j0, n, r1 - r0, w, kk, ap, bp, cb, EXACT,
+                                     btab)
         else:
             blas.XXGEMM(kind, tb, ta, w, r1 - r0, kk, blas.ptr(unit, 0),
                         blas.ptr(b, offb[batch] + j0 * b_sj), ldb,
@@ -247,19 +252,19 @@ class _TileCall:
     """One plan's tiled product; a BLAS call holds the BLAS at one thread. ``batches`` (at
     most the planned count) runs the first batch entries only."""
 
-    __slots__ = ("fn", "offa", "offb", "geo", "tasks", "alpha", "beta", "unit", "own")
+    __slots__ = ("fn", "offa", "offb", "geo", "tasks", "alpha", "beta", "unit", "own", "btab")
 
     def __call__(self, a, b, c, out, batches: int | None = None) -> None:
         tasks = self.tasks if batches is None else \
             min(batches, len(self.offa)) * int(self.geo[_T_TM] * self.geo[_T_TN])
         if self.own:
             self.fn(a, b, c, out, self.offa, self.offb, self.geo, self.alpha, self.beta,
-                    self.unit, tasks, microkernel.work_for(out.dtype))
+                    self.unit, tasks, microkernel.work_for(out.dtype), self.btab)
             return
         blas.enter()
         try:
             self.fn(a, b, c, out, self.offa, self.offb, self.geo, self.alpha, self.beta,
-                    self.unit, tasks, self.unit)
+                    self.unit, tasks, self.unit, self.btab)
         finally:
             blas.leave()
 
@@ -275,17 +280,19 @@ def gemm_path() -> str:
     return path
 
 
-def fast_product(dtype, m, n, k, a_strides, b_strides, offa, offb, exact=False):
+def fast_product(dtype, m, n, k, a_strides, b_strides, offa, offb, exact=False, btab=None):
     """For other kernels' products in fast mode: out[b] (an m x n C-order block at b*m*n) =
     A_b @ B_b for b < len(offa), A_b[i, k] = a[offa[b] + i*a_si + k*a_sk], B_b[k, j] =
     b[offb[b] + k*b_sk + j*b_sj], as tiles (gemm_path). Call it as ``call(a, b, out, out,
-    batches)``. None where the tiles do not apply (use _MATMUL then)."""
+    batches)``. None where the tiles do not apply (use _MATMUL then). ``btab``: B's row k at
+    b[offb[b] + btab[k]] instead (graphrt's micro-kernel only: None where that is not the
+    path)."""
     geo = [0] * 11
     geo[_M], geo[_N], geo[_K] = m, n, k
     geo[_A_SI], geo[_A_SK] = a_strides
     geo[_B_SK], geo[_B_SJ] = b_strides
     return _plan_blas(_BLAS_MATMUL, np.dtype(dtype), len(offa), offa, offb, geo, fold=False,
-                      exact=exact)
+                      exact=exact, btab=btab)
 
 
 def _tiling(nb: int, m: int, n: int, k: int) -> tuple[int, int]:
@@ -298,11 +305,11 @@ def _tiling(nb: int, m: int, n: int, k: int) -> tuple[int, int]:
         if 2 * tasks > MAX_TASKS or nb * m * n * k < 2 * tasks * TILE_WORK:
             return mb, cb
         if mb >= 2 * MIN_ROWS and mb * MIN_COLS >= cb * MIN_ROWS:
-            mb = -(-mb // 16) * 8
+            mb = -(-mb // (2 * MR)) * MR
         elif cb >= 2 * MIN_COLS:
-            cb = -(-cb // 32) * 16
+            cb = -(-cb // (2 * NR)) * NR
         elif mb >= 2 * MIN_ROWS:
-            mb = -(-mb // 16) * 8
+            mb = -(-mb // (2 * MR)) * MR
         else:
             return mb, cb
 
@@ -318,7 +325,8 @@ def _operand(s_outer, s_inner, outer, inner):
     return None
 
 
-def _plan_blas(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=True, exact=False):
+def _plan_blas(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=True, exact=False,
+               btab=None):
     """The tiled form of a float product (gemm_path), or None where it does not apply
     (other types, and GRAPHRT_GEMM=loop, use the kernel above). Exact mode: the micro-kernel's
     exact arithmetic, never the BLAS (the blocked kernel's bits, faster)."""
@@ -328,7 +336,7 @@ def _plan_blas(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=True
     if kind is None or path == "loop" or nb * m * n == 0:
         return None             # (an empty output: the blocked kernel has nothing to do)
     own = exact or path == "tiles" or not blas.available()
-    if not own and nb * m * n * k < BLAS_MIN_WORK:
+    if not own and (nb * m * n * k < BLAS_MIN_WORK or btab is not None):
         return None
     offa = np.asarray(offa, dtype=np.int64)
     offb = np.asarray(offb, dtype=np.int64)
@@ -363,6 +371,7 @@ def _plan_blas(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=True
     call.offa, call.offb, call.geo = offa, offb, g
     call.alpha, call.beta = dt.type(alpha), dt.type(beta)
     call.unit = np.array([1, 0], dtype=dt)
+    call.btab = microkernel.NO_TABLE if btab is None else np.asarray(btab, dtype=np.int64)
     return call
 
 

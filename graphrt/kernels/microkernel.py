@@ -86,12 +86,15 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
               w=None):
     """c[c_off + r*ldc + j] (r < rows, j < NR, or j < w when masked) = (load ? c : 0) + sum
     over k < kc of ap[a_off + k*a_k + r*a_r] * bp[b_off + k*ldb + j], each step one fused
-    multiply-add (a packed A panel has a_k = MR, a_r = 1)."""
+    multiply-add (a packed A panel has a_k = MR, a_r = 1). An ldb given as a pair (tab,
+    t_off) reads B's row k at bp[b_off + tab[t_off + k]] instead: rows anywhere, as an
+    implicit-GEMM convolution finds them in its input planes."""
     dt = ap.dtype
     masked = w is not None
-    sig = types.void(ap, types.intp, types.intp, types.intp, bp, types.intp, types.intp, c,
-                     types.intp, types.intp, types.intp, types.boolean,
-                     *((types.intp,) if masked else ()))
+    table = isinstance(ldb, types.BaseTuple)
+    sig = types.void(ap, types.intp, types.intp, types.intp, bp, types.intp,
+                     ldb if table else types.intp, c, types.intp, types.intp, types.intp,
+                     types.boolean, *((types.intp,) if masked else ()))
 
     def codegen(context, builder, sig, args):
         a_arr, a_off, a_k, a_r, b_arr, b_off, ldb, c_arr, c_off, ldc, kc, load = args[:12]
@@ -108,6 +111,10 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
                              [b_off])
         c_base = builder.gep(context.make_array(sig.args[7])(context, builder, c_arr).data,
                              [c_off])
+        if table:
+            tab = context.make_array(sig.args[6].types[0])(
+                context, builder, builder.extract_value(ldb, 0))
+            t_base = builder.gep(tab.data, [builder.extract_value(ldb, 1)])
         i64 = ir.IntType(64)
         zero_v = ir.Constant(vty, [0.0] * lanes)
 
@@ -164,7 +171,8 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
             p = builder.phi(vty)
             p.add_incoming(v, entry)
             accs.append(p)
-        bk = builder.gep(b_base, [builder.mul(k, ldb)])
+        bk = builder.gep(b_base, [builder.load(builder.gep(t_base, [k])) if table
+                                  else builder.mul(k, ldb)])
         b0 = vload(bk, 0)
         b1 = vload(builder.gep(bk, [ir.Constant(i64, lanes)]), 1)
         ak = builder.gep(a_base, [builder.mul(k, a_k)])
@@ -243,7 +251,7 @@ def step(exact, x, y, acc):
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def micro(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load):
     """The micro-kernel for h rows (MR, 8 or 4; any other h reads MR rows of a padded
-    panel) of the mode's arithmetic."""
+    panel) of the mode's arithmetic; ldb an int, or a pair (tab, t_off) (see _micro_ir)."""
     if exact:
         if h == 8:
             _micro8_x(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
@@ -331,27 +339,33 @@ def _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk,
-                 ap, bp, cb, exact):
+                 ap, bp, cb, exact, btab):
     """out[oo + i*ldo + j] = A[i, :] @ B[:, j] for i < rows, j < cols (module docstring),
-    NC columns at a time. ``ap``, ``bp``, ``cb``: scratch from carve(work, rows, cols, kk)."""
+    NC columns at a time. ``ap``, ``bp``, ``cb``: scratch from carve(work, rows, cols, kk).
+    A non-empty ``btab`` (B's columns contiguous) places B's row k at b[bo + btab[k]]
+    (NO_TABLE: at b[bo + k*b_sk])."""
     if kk == 0:
         for i in range(rows):
             for j in range(cols):
                 out[oo + i * ldo + j] = 0
         return
-    if rows < FEW_ROWS and b_sk == 1 and b_sj != 1:
+    if rows < FEW_ROWS and b_sk == 1 and b_sj != 1 and btab.size == 0:
         _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, exact)
         return
     nc = bp.size // max(1, min(KC, kk))
     for jc in range(0, cols, nc):
         _block(a, ao, a_si, a_sk, b, bo + jc * b_sj, b_sk, b_sj, out, oo + jc, ldo, rows,
-               min(nc, cols - jc), kk, ap, bp, cb, exact)
+               min(nc, cols - jc), kk, ap, bp, cb, exact, btab)
+
+
+NO_TABLE = np.zeros(0, dtype=np.int64)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, ap, bp, cb,
-           exact):
+           exact, btab):
     nr = cb.size // MR
+    table = btab.size > 0
     # B's rows are read in place where its columns are contiguous (only edge panels are
     # packed): packing would cost a copy per element for little gain at these sizes
     direct = b_sj == 1
@@ -372,7 +386,7 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
                 continue
             base = jp * kc * nr
             for k in range(kc):
-                s = bo + (pc + k) * b_sk + j0 * b_sj
+                s = bo + (btab[pc + k] if table else (pc + k) * b_sk) + j0 * b_sj
                 d = base + k * nr
                 if b_sj == 1:
                     for jj in range(w):
@@ -406,17 +420,25 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
                     h = min(MR, rows - i0)
                     co = oo + i0 * ldo + j0
                     full_h = h == MR or h == 8 or h == 4
-                    if direct and (w == nr or full_h):
-                        bsrc, boff, ldb = b, bo + pc * b_sk + j0, b_sk
+                    in_place = direct and (w == nr or full_h)
+                    if in_place:
+                        bsrc, boff, ldb = b, bo + (0 if table else pc * b_sk) + j0, b_sk
                     else:
                         bsrc, boff, ldb = bp, jp * kc * nr, nr
+                    rows_at = in_place and table     # B's rows by the table
                     if direct_a and (h == MR or h == 8 or h == 4):
                         asrc, aoff, a_k, a_r = a, ao + i0 * a_si + pc, 1, a_si
                     else:
                         asrc, aoff, a_k, a_r = ap, ip * kc * MR, MR, 1
-                    if w == nr and full_h:
+                    if w == nr and full_h and rows_at:
+                        micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, (btab, pc), out, co,
+                              ldo, kc, pc > 0)
+                    elif w == nr and full_h:
                         micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, out, co, ldo,
                               kc, pc > 0)
+                    elif full_h and rows_at:
+                        micro_cols(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, (btab, pc), out,
+                                   co, ldo, kc, pc > 0, w)
                     elif full_h:
                         micro_cols(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, out, co,
                                    ldo, kc, pc > 0, w)
@@ -426,8 +448,12 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
                                 for jj in range(w):
                                     cb[ii * nr + jj] = out[co + ii * ldo + jj]
                         # (a direct A has exactly h rows: the h-row kernel reads no more)
-                        micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, cb, 0, nr, kc,
-                              pc > 0)
+                        if rows_at:
+                            micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, (btab, pc), cb, 0,
+                                  nr, kc, pc > 0)
+                        else:
+                            micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, cb, 0, nr,
+                                  kc, pc > 0)
                         for ii in range(h):
                             for jj in range(w):
                                 out[co + ii * ldo + jj] = cb[ii * nr + jj]

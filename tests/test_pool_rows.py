@@ -1,5 +1,5 @@
-"""The row-walking pooling kernel (pool._pool_rows) against the per-window one and against
-the tap order it promises: MaxPool without Indices gives the bits MaxPool with Indices (the
+"""The plane pooling kernel (pool._pool_plane, planes split by stride phase and pooled a
+group at a time) against the per-window one and against the tap order it promises: MaxPool without Indices gives the bits MaxPool with Indices (the
 per-window kernel) gives; AveragePool gives the sum of its taps in row-major order, in the
 element type, divided by the count."""
 from __future__ import annotations
@@ -29,8 +29,8 @@ def _attrs(kernel, strides, pads, dil, ceil, **kw):
                 dilations=list(dil), ceil_mode=ceil, **kw)
 
 
-def _input(spatial, dtype, seed):
-    x = rand((2, 3, *spatial), np.float32, seed)
+def _input(spatial, dtype, seed, channels=3):
+    x = rand((2, channels, *spatial), np.float32, seed)
     flat = x.reshape(-1)
     flat[:-1:7] = flat[1::7]                     # ties
     if dtype == np.float32:
@@ -41,9 +41,10 @@ def _input(spatial, dtype, seed):
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int8])
-def test_maxpool_rows_equal_the_window_kernel(case, dtype):
+@pytest.mark.parametrize("channels", [3, 61])     # one group of planes; many, the last short
+def test_maxpool_rows_equal_the_window_kernel(case, dtype, channels):
     spatial, kernel, strides, pads, dil, ceil = case
-    x = _input(spatial, dtype, 1)
+    x = _input(spatial, dtype, 1, channels)
     attrs = _attrs(kernel, strides, pads, dil, ceil)
     tt = x.dtype
     rows = model_of("MaxPool", {"X": x}, [("Y", tt)], attrs)
@@ -84,12 +85,13 @@ def _avg_in_tap_order(x, kernel, strides, pads, dil, ceil, cip):
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("cip", [0, 1])
-def test_averagepool_rows_sum_taps_in_order(case, cip):
+@pytest.mark.parametrize("channels", [3, 61])
+def test_averagepool_rows_sum_taps_in_order(case, cip, channels):
     spatial, kernel, strides, pads, dil, ceil = case
-    x = rand((2, 3, *spatial), np.float32, 2)
+    x = rand((2, channels, *spatial), np.float32, 2)
     attrs = _attrs(kernel, strides, pads, dil, ceil, count_include_pad=cip)
     model = model_of("AveragePool", {"X": x}, [("Y", np.float32)], attrs, opset=19)
     want = _avg_in_tap_order(x, kernel, strides, pads, dil, ceil, cip)
-    for options in (None, EXACT):
+    for options in (None, EXACT, graphrt.SessionOptions(intra_op_threads=2)):
         got = graphrt.Session(model, options).run(None, {"X": x})[0]
         assert got.tobytes() == want.astype(np.float32).tobytes()

@@ -338,22 +338,21 @@ def phase_work(g) -> int:
     return int(dp * nph * hq * wq + n)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def split_phases(xp, x, xo, g, pad):
-    """Copy the plane at x[xo] into xp, split by stride phase: phase (rh, rw) of padded depth
-    dpi holds padded rows i * sh + rh and columns k * sw + rw (``pad`` where that is outside
-    the input), so that window tap (kd, kh, kw) of output (od, oh, ow) is
-    xp[((od * sd + kd * dd) * nph + phase) * hq * wq + (oh + qh) * wq + ow + qw] with phase
-    ((kh * dh) % sh, (kw * dw) % sw) and (qh, qw) = ((kh * dh) // sh, (kw * dw) // sw)."""
-    d_, h_, w_ = g[_D], g[_H], g[_W]
-    sh, sw = g[_SH], g[_SW]
-    pd, ph, pw = g[_PD], g[_PH], g[_PW]
-    dp, hq, wq, nph, n = phase_layout(g)
-    for q in range(np.uint64(dp * nph * hq * wq)):
-        xp[q] = pad
+def phase_rows(g, pstride=None) -> np.ndarray:
+    """How split_phases copies one plane, made once per plan: rows (dst, src, n, step), n
+    input elements from src, step apart, to dst onward. Phase (rh, rw) of padded depth dpi
+    holds padded rows i * sh + rh and columns k * sw + rw (the rest is padding), and starts
+    at (dpi * nph + rh * sw + rw) * pstride: hq * wq for one plane's buffer, more where the
+    buffers of several planes are interleaved phase by phase."""
+    d_, h_, w_ = (int(v) for v in g[_D:_W + 1])
+    sh, sw = int(g[_SH]), int(g[_SW])
+    pd, ph, pw = (int(v) for v in g[_PD:_PW + 1])
+    dp, hq, wq, nph, _ = (int(v) for v in phase_layout(g))
+    pstride = hq * wq if pstride is None else pstride
+    rows = []
     for dpi in range(dp):
         di = dpi - pd
-        if di < 0 or di >= d_:
+        if not 0 <= di < d_:
             continue
         for rh in range(sh):
             for rw in range(sw):
@@ -362,12 +361,31 @@ def split_phases(xp, x, xo, g, pad):
                 c1 = min(wq, max(c0, (w_ - 1 - rw + pw) // sw + 1))
                 for i in range(hq):
                     hi_ = i * sh + rh - ph
-                    if 0 <= hi_ < h_:
-                        copy_run(xp, ((dpi * nph + rh * sw + rw) * hq + i) * wq + c0, x,
-                                 xo + (di * h_ + hi_) * w_ + c0 * sw + rw - pw, c1 - c0, sw)
+                    if 0 <= hi_ < h_ and c1 > c0:
+                        rows.append(((dpi * nph + rh * sw + rw) * pstride + i * wq + c0,
+                                     (di * h_ + hi_) * w_ + c0 * sw + rw - pw, c1 - c0, sw))
+    return np.array(rows, dtype=np.int64).reshape(-1, 4)
 
 
-def _depthwise(x, w, y, g, planes, mg, kk, work):
+@njit(cache=True, nogil=True, error_model="numpy")
+def copy_phases(xp, base, x, xo, rows):
+    """The copies of phase_rows: the plane at x[xo] into the buffer at xp[base]."""
+    for r in range(rows.shape[0]):
+        copy_run(xp, base + rows[r, 0], x, xo + rows[r, 1], rows[r, 2], rows[r, 3])
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def split_phases(xp, x, xo, rows, size, pad):
+    """xp[:size] = the plane at x[xo] split by stride phase (phase_rows(g) made ``rows``),
+    ``pad`` outside the input, so that window tap (kd, kh, kw) of output (od, oh, ow) is
+    xp[((od * sd + kd * dd) * nph + phase) * hq * wq + (oh + qh) * wq + ow + qw] with phase
+    ((kh * dh) % sh, (kw * dw) % sw) and (qh, qw) = ((kh * dh) // sh, (kw * dw) // sw)."""
+    for q in range(np.uint64(size)):
+        xp[q] = pad
+    copy_phases(xp, 0, x, xo, rows)
+
+
+def _depthwise(x, w, y, g, planes, mg, kk, rows, work):
     """Conv with one input channel per group (depthwise, any multiplier mg): plane t =
     (image, output channel m) reads input channel m // mg. Each output element is the
     micro-kernel's chain over the kernel taps in row-major order (fast: one FMA a step;
@@ -391,7 +409,7 @@ def _depthwise(x, w, y, g, planes, mg, kk, work):
         row = work[numba.get_thread_id()]
         xp = row[:size]
         acc = row[size:size + n]
-        split_phases(xp, x, (img * g[_C] + m // mg) * g[_D] * g[_H] * g[_W], g, 0)
+        split_phases(xp, x, (img * g[_C] + m // mg) * g[_D] * g[_H] * g[_W], rows, size, 0)
         for od in range(od_):
             zero_run(acc, 0, n)
             for k in range(kk):
@@ -410,12 +428,12 @@ def _depthwise(x, w, y, g, planes, mg, kk, work):
                     copy_run(y, tt * p_ + (od * oh_ + oh) * ow_, acc, oh * wq, ow_, 1)
 
 
-def _split_planes(x, xp, g, planes, ps):
+def _split_planes(x, xp, g, planes, ps, rows):
     """xp[t * ps:(t + 1) * ps] = input plane t split by stride phase (split_phases)."""
     ip = g[_D] * g[_H] * g[_W]
     for t in prange(planes):
         tt = np.int64(t)
-        split_phases(xp[tt * ps:(tt + 1) * ps], x, tt * ip, g, 0)
+        split_phases(xp[tt * ps:(tt + 1) * ps], x, tt * ip, rows, ps, 0)
 
 
 def _im2col(xp, col, g, rows, ps, taps):
@@ -556,7 +574,7 @@ def _implicit(p, g, k, exact):
     phase_taps[tap], its columns being the output grid wq wide (phase_layout), so no column
     matrix is made; the same chains, k ascending, as the product over im2col's matrix, so the
     same bits. Two-dimensional windows only (one output depth)."""
-    ps, taps, _ = p.phases
+    ps, taps = p.phases[:2]
     n_grid = int(phase_layout(p.geo)[4])
     cg, mg = p.c // g, p.m // g
     rows = np.arange(cg * k, dtype=np.int64)
@@ -647,10 +665,11 @@ class Conv(GroupedConv):
         p.depthwise = None
         p.affine = None
         p.bias = ctx.value(2) if has_b else np.zeros(m)      # None: a bias known in run only
-        # the stride-phase planes (split_phases): a plane's size, where each tap starts, and
-        # the per-thread scratch of the depthwise kernel
+        # the stride-phase planes (split_phases): a plane's size, where each tap starts, the
+        # per-thread scratch of the depthwise kernel and the copies that make a plane
         work = phase_work(p.geo)
-        p.phases = (work - int(phase_layout(p.geo)[4]), phase_taps(p.geo), work)
+        p.phases = (work - int(phase_layout(p.geo)[4]), phase_taps(p.geo), work,
+                    phase_rows(p.geo))
         if DEPTHWISE_ROWS and cg == 1 and g > 1 and p.gemm.fast is not None \
                 and p.gemm.fast.own \
                 and n * m * out_size > 0:
@@ -672,7 +691,8 @@ class Conv(GroupedConv):
         g = self.group
         if p.depthwise is not None:
             work = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, p.phases[2]))
-            p.depthwise(x, w, y, p.geo, p.n * p.m, p.m // g, math.prod(p.geo[_KD:_KW + 1]), work)
+            p.depthwise(x, w, y, p.geo, p.n * p.m, p.m // g, math.prod(p.geo[_KD:_KW + 1]),
+                        p.phases[3], work)
             _finish(ctx.exact, p, y, b, p.n)
             Float16.narrow(ctx.flat_out[0], y)
             return
@@ -690,7 +710,8 @@ class Conv(GroupedConv):
             for n0 in range(0, p.n, p.chunk):
                 k = min(p.chunk, p.n - n0)
                 SPLIT_PLANES.get(False, k * p.c * ps >= PARALLEL_MIN)(
-                    x[n0 * p.c * p.in_size:(n0 + k) * p.c * p.in_size], xp, p.geo, k * p.c, ps)
+                    x[n0 * p.c * p.in_size:(n0 + k) * p.c * p.in_size], xp, p.geo, k * p.c, ps,
+                    p.phases[3])
                 p.gemm(ctx.exact, w, xp, grid, k * g)
                 _finish(ctx.exact, p, y[n0 * p.m * p.out_size:(n0 + k) * p.m * p.out_size], b,
                         k, grid)
@@ -698,7 +719,7 @@ class Conv(GroupedConv):
             return
         col = None if p.direct else scratch(ctx, p.wdt, (p.chunk * p.col_size,))
         if not p.direct:
-            ps, taps, _ = p.phases
+            ps, taps = p.phases[:2]
             xp = scratch(ctx, p.wdt, (p.chunk * p.c * ps,))
         for n0 in range(0, p.n, p.chunk):
             k = min(p.chunk, p.n - n0)
@@ -707,7 +728,7 @@ class Conv(GroupedConv):
             if not p.direct:
                 rows = k * p.col_size // max(1, p.out_size)
                 big = k * p.col_size >= PARALLEL_MIN
-                SPLIT_PLANES.get(False, big)(xs, xp, p.geo, k * p.c, ps)
+                SPLIT_PLANES.get(False, big)(xs, xp, p.geo, k * p.c, ps, p.phases[3])
                 IM2COL.get(False, big)(xp, col, p.geo, rows, ps, taps)
                 xs = col
             p.gemm(ctx.exact, w, xs, ys, k * g)

@@ -33,14 +33,14 @@ from ..threads import ensure_layer
 from .base import InferContext, OpKernel, RunContext, scratch
 from .broadcast import PARALLEL_MIN
 from .conv import (_D, _DD, _DH, _DW, _H, _OD, _OH, _OW, _PD, _PH, _PW, _SD, _SH,
-                   _SW, _W, FLOATS, Axes, Float16, Window, check_rank, geometry, phase_layout,
-                   phase_taps, phase_work, split_phases)
+                   _SW, _W, FLOATS, Axes, Float16, Window, check_rank, copy_phases, geometry,
+                   phase_layout, phase_rows, phase_taps)
+from .runs import copy_run
 from .jit import Variants
 from .layout import _word
 
 EXACT = False
 KIND = 0
-CIP = False
 MAX, AVG, LP = 0, 1, 2
 
 # aux vector: index strides of the spatial axes, flags
@@ -152,67 +152,87 @@ def nan_free(x, s0, n):
     return bad == 0
 
 
-def _pool_plane(x, y, g, lim, planes, lowest, pad, work):
-    """Max (KIND MAX) or sum-then-divide (AVG) pooling a whole plane at a time, for windows
-    that all hold a tap and no Indices, each window's taps in the order of ``_pool`` (kd,
-    kh, then kw ascending). The plane is first split by stride phase into a buffer bordered
-    with ``pad`` (-inf or the type's minimum for max, -0.0 for average: taps that change
-    nothing, x + -0.0 being x), as Conv's depthwise kernel does (conv.split_phases), so that
-    every tap is one unit-stride pass over the whole output plane (on a grid wq wide; columns
-    past ow_ are dropped) with unsigned indices (runs.py): passes LLVM vectorises. Max
-    starts from ``lowest`` (the same result as starting from the first tap: -inf or the
-    type's minimum is never taken over itself, and a NaN tap is taken either way); over a
-    NaN-free plane a tap is taken iff it is larger, whatever the accumulator holds, so max
-    is then a plain compare-and-select. One task per plane; ``work``: per-thread scratch
-    rows of conv.phase_work elements."""
-    od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
-    sd = g[_SD]
+def _pool_plane(x, y, g, planes, group, rows, taps, count, lowest, pad, work):
+    """Max (KIND MAX) or sum-then-divide (AVG) pooling of two-dimensional windows (one
+    output depth) that all hold a tap, without Indices, ``group`` planes at a time, each
+    window's taps in the order of ``_pool`` (kh, then kw ascending). The planes are split
+    by stride phase (conv.phase_rows) into one buffer, phase by phase (a phase holds the
+    group's planes back to back, hq * wq elements each), bordered with ``pad`` (-inf or the
+    type's minimum for max, -0.0 for average: taps that change nothing, x + -0.0 being x),
+    so that every tap is one unit-stride pass over the whole group's output grids (output
+    (oh, ow) of plane i at i * hq * wq + oh * wq + ow; the rest is dropped), with unsigned
+    indices (runs.py): one long pass that LLVM vectorises, where a plane's own would be
+    short. Max starts from ``lowest`` (the same result as starting from the first tap: -inf
+    or the type's minimum is never taken over itself, and a NaN tap is taken either way);
+    over NaN-free planes a tap is taken iff it is larger, whatever the accumulator holds, so
+    max is then a plain compare-and-select. Average divides by ``count`` (per grid position,
+    the taps _pool counts). The groups depend on the shapes only; ``work``: per-thread
+    scratch rows of pool_work elements."""
+    oh_, ow_ = g[_OH], g[_OW]
     dp, hq, wq, nph, n = phase_layout(g)
-    size = dp * nph * hq * wq
-    taps = phase_taps(g)
-    ip = g[_D] * g[_H] * g[_W]
-    p_ = od_ * oh_ * ow_
-    lh = 3 * od_
-    lw = 3 * (od_ + oh_)
-    wcount = np.empty(ow_, dtype=np.int64)     # average: the counted taps per column
-    for j in range(ow_):
-        wcount[j] = lim[lw + 3 * j + 2] if CIP else lim[lw + 3 * j + 1] - lim[lw + 3 * j]
-    for t in prange(planes):
-        tt = np.int64(t)
-        xo = tt * ip
+    pq = hq * wq
+    size = nph * group * pq
+    ip = g[_H] * g[_W]
+    tasks = (planes + group - 1) // group
+    for t in prange(tasks):
+        t0 = np.int64(t) * group
+        gg = min(group, planes - t0)
         row = work[numba.get_thread_id()]
         xp = row[:size]
-        acc = row[size:size + n]
-        split_phases(xp, x, xo, g, pad)
-        plain = KIND == AVG or nan_free(x, xo, ip)
-        for od in range(od_):
-            for q in range(np.uint64(n)):
-                acc[q] = lowest
-            for k in range(taps.size):
-                s0 = np.uint64(od * sd * nph * hq * wq + taps[k])
-                if KIND == AVG:
-                    for q in range(np.uint64(n)):
-                        acc[q] = acc[q] + xp[s0 + q]
-                elif plain:
-                    for q in range(np.uint64(n)):
-                        v = xp[s0 + q]
-                        acc[q] = v if v > acc[q] else acc[q]
-                else:
-                    for q in range(np.uint64(n)):
-                        acc[q] = _tap(acc[q], xp[s0 + q], KIND)
-            kd0, kd1 = lim[3 * od], lim[3 * od + 1]
+        acc = row[size:size + (group - 1) * pq + n]
+        for q in range(np.uint64(size)):
+            xp[q] = pad
+        plain = True
+        for i in range(gg):
+            copy_phases(xp, i * pq, x, (t0 + i) * ip, rows)
+            if KIND == MAX:
+                plain = plain and nan_free(x, (t0 + i) * ip, ip)
+        span = np.uint64((gg - 1) * pq + n)
+        for q in range(span):
+            acc[q] = lowest
+        for k in range(taps.size):
+            s0 = np.uint64(taps[k])
+            if KIND == AVG:
+                for q in range(span):
+                    acc[q] = acc[q] + xp[s0 + q]
+            elif plain:
+                for q in range(span):
+                    v = xp[s0 + q]
+                    acc[q] = v if v > acc[q] else acc[q]
+            else:
+                for q in range(span):
+                    acc[q] = _tap(acc[q], xp[s0 + q], KIND)
+        if KIND == AVG:
+            for q in range(span):
+                v = acc[q] / count[q]
+                acc[q] = np.nan if EXACT and v != v else v
+        for i in range(gg):
             for oh in range(oh_):
-                yo = np.uint64(tt * p_ + (od * oh_ + oh) * ow_)
-                ao = np.uint64(oh * wq)
-                if KIND == AVG:
-                    rc = lim[3 * od + 2] * lim[lh + 3 * oh + 2] if CIP else \
-                        (kd1 - kd0) * (lim[lh + 3 * oh + 1] - lim[lh + 3 * oh])
-                    for j in range(np.uint64(ow_)):
-                        v = acc[ao + j] / (rc * wcount[j])
-                        y[yo + j] = np.nan if EXACT and v != v else v
-                else:
-                    for j in range(np.uint64(ow_)):
-                        y[yo + j] = acc[ao + j]
+                copy_run(y, ((t0 + i) * oh_ + oh) * ow_, acc, i * pq + oh * wq, ow_, 1)
+
+
+GROUP_ELEMENTS = 2048       # a group's split planes (and its accumulators) stay in L1
+
+
+def _plane_plan(geo, lim, planes, count_include_pad, dtype):
+    """The group size, copies, tap offsets, divisors and per-thread scratch of _pool_plane
+    for a plan."""
+    dp, hq, wq, nph, n = (int(v) for v in phase_layout(geo))
+    pq = hq * wq
+    group = max(1, min(planes, GROUP_ELEMENTS // max(1, nph * pq)))
+    t = phase_taps(geo)
+    taps = t // pq * (group * pq) + t % pq
+    oh_, ow_ = int(geo[_OH]), int(geo[_OW])
+    lim = lim.reshape(-1, 3)[1:]            # (the one output depth's row first)
+    rows_h, cols_w = lim[:oh_], lim[oh_:oh_ + ow_]
+    pick = 2 if count_include_pad else None
+    ch = rows_h[:, 2] if pick else rows_h[:, 1] - rows_h[:, 0]
+    cw = cols_w[:, 2] if pick else cols_w[:, 1] - cols_w[:, 0]
+    grid = np.ones((hq, wq), dtype=dtype)
+    grid[:oh_, :ow_] = np.outer(ch, cw)
+    count = np.tile(grid.reshape(-1), group)[:(group - 1) * pq + n].copy()
+    work = nph * group * pq + (group - 1) * pq + n
+    return group, phase_rows(geo, group * pq), taps, count, work
 
 
 def window_limits(ax, spatial) -> np.ndarray:
@@ -236,11 +256,8 @@ def window_limits(ax, spatial) -> np.ndarray:
 
 # Comparisons only: max pooling's fast variant serves both modes.
 _MAX = Variants(_pool, "maxpool", parallel=True, KIND=MAX)
-_MAX_PLANE = Variants(_pool_plane, "maxpool_plane", parallel=True, KIND=MAX, CIP=False,
-                      SPLIT=split_phases, TAPS=phase_taps, NAN_FREE=nan_free, TAP=_tap)
-_AVG_PLANE = {cip: Variants(_pool_plane, f"averagepool_plane_{int(cip)}", parallel=True,
-                            KIND=AVG, CIP=cip, SPLIT=split_phases, TAPS=phase_taps)
-              for cip in (False, True)}
+_MAX_PLANE = Variants(_pool_plane, "maxpool_plane", parallel=True, KIND=MAX)
+_AVG_PLANE = Variants(_pool_plane, "averagepool_plane", parallel=True, KIND=AVG)
 _AVG = Variants(_pool, "averagepool", parallel=True, KIND=AVG)
 _LP = Variants(_pool, "lppool", parallel=True, KIND=LP)
 
@@ -249,7 +266,7 @@ _NO_INDICES = np.zeros(1, dtype=np.int64)
 
 class _Plan:
     __slots__ = ("geo", "lim", "aux", "aux_ind", "planes", "fn", "zero", "rows", "lowest", "pad",
-                 "work")
+                 "work", "plane")
 
 
 class _Pool(OpKernel):
@@ -305,12 +322,17 @@ class _Pool(OpKernel):
                                  size >= PARALLEL_MIN and p.planes > 1)
         p.rows = None
         lim = p.lim.reshape(-1, 3)
+        # the plane path pays where a window's taps are reused across outputs (one output a
+        # plane, as in a global pool written as a window, is a plain reduction: _pool)
         if self.node.n_outputs == 1 and (lim[:, 0] < lim[:, 1]).all() and \
-                self.VARIANTS in (_MAX, _AVG) and not self.GLOBAL:
+                self.VARIANTS in (_MAX, _AVG) and not self.GLOBAL and r < 3 and \
+                math.prod(ax.out) > 1:
             is_max = self.VARIANTS is _MAX
-            plane = _MAX_PLANE if is_max else _AVG_PLANE[self.count_include_pad]
+            plane = _MAX_PLANE if is_max else _AVG_PLANE
             p.rows = plane.get(ctx.exact and not is_max, size >= PARALLEL_MIN and p.planes > 1)
-            p.work = phase_work(p.geo)
+            p.plane = _plane_plan(p.geo, p.lim, p.planes, self.count_include_pad,
+                                  np.float64 if is_max else wide)
+            p.work = p.plane[-1]
             ensure_layer()      # numba.get_thread_id needs the threading layer running
             if is_max:
                 p.lowest = wide.type(-np.inf) if wide.kind == "f" else np.iinfo(wide).min
@@ -326,7 +348,7 @@ class _Pool(OpKernel):
         ind = ctx.flat_out[1] if len(ctx.flat_out) > 1 else None
         if p.rows is not None:
             work = scratch(ctx, y.dtype, (numba.config.NUMBA_NUM_THREADS, p.work))
-            p.rows(x, y, p.geo, p.lim, p.planes, p.lowest, p.pad, work)
+            p.rows(x, y, p.geo, p.planes, *p.plane[:-1], p.lowest, p.pad, work)
             Float16.narrow(ctx.flat_out[0], y)
             return
         p.fn(x, y, _NO_INDICES if ind is None else ind, p.geo, p.lim,

@@ -30,7 +30,7 @@ from .base import InferContext, OpKernel, RunContext, scratch
 from .broadcast import PARALLEL_MIN
 from .normalization import channel_affine
 from .pointwise import relu_float
-from .runs import copy_run, zero_run
+from .runs import copy_run, deal_run, zero_run
 from .jit import Variants
 from .matmul import (_A_SI, _A_SK, _B_SJ, _B_SK, _K, _M, _MATMUL, _N, _RB, PARALLEL_WORK, RB,
                      fast_product, panels_for)
@@ -210,17 +210,21 @@ def _add_bias(y, src, b, planes, m, p, sc, ow_, wq, sp):
     mode: folded scale-and-shift stages), then Relu (RELU: a FusedEpilogue's Relu stage
     absorbed, the same scalar function as Relu's kernel), or a copy (none of them); exact
     variant: NaN canonical. src's planes are sp apart and hold the p elements of y's plane
-    as rows of ow_ on a grid wq wide (an implicit-GEMM product's output grid), or are y
-    itself (ow_ = wq = sp = p)."""
+    as rows of ow_ on a grid wq wide (an implicit-GEMM product's output grid), or src is y
+    itself (sp = 0), updated in place: one array, so that the loop vectorises."""
     for t in prange(planes):
         if BIAS:
             bv = b[t % m]
         if AFFINE:
             sv = sc[t % m]
-        for r in range(p // ow_):
-            row = src[t * sp + r * wq:t * sp + r * wq + ow_]
-            out = y[t * p + r * ow_:t * p + (r + 1) * ow_]
-            for j in range(ow_):
+        inplace = sp == 0
+        for r in range(1 if inplace else p // ow_):
+            out = y[t * p:(t + 1) * p] if inplace else y[t * p + r * ow_:t * p + (r + 1) * ow_]
+            if inplace:
+                row = out
+            else:
+                row = src[t * sp + r * wq:t * sp + r * wq + ow_]
+            for j in range(out.size):
                 v = row[j]
                 if AFFINE:
                     v = v * sv + bv
@@ -339,8 +343,10 @@ def phase_work(g) -> int:
 
 
 def phase_rows(g, pstride=None) -> np.ndarray:
-    """How split_phases copies one plane, made once per plan: rows (dst, src, n, step), n
-    input elements from src, step apart, to dst onward. Phase (rh, rw) of padded depth dpi
+    """How split_phases copies one plane, made once per plan: rows (dst, src, n, step, dst2),
+    n input elements from src, step apart, to dst onward, or with step 0 the n elements
+    from src on dealt alternately to dst and dst2 onward (runs.deal_run: a stride-2 row's
+    two phases in one pass, where they interleave exactly). Phase (rh, rw) of padded depth dpi
     holds padded rows i * sh + rh and columns k * sw + rw (the rest is padding), and starts
     at (dpi * nph + rh * sw + rw) * pstride: hq * wq for one plane's buffer, more where the
     buffers of several planes are interleaved phase by phase."""
@@ -355,23 +361,34 @@ def phase_rows(g, pstride=None) -> np.ndarray:
         if not 0 <= di < d_:
             continue
         for rh in range(sh):
-            for rw in range(sw):
-                # columns k with 0 <= k * sw + rw - pw < w_
-                c0 = min(wq, max(0, -((rw - pw) // sw)))
-                c1 = min(wq, max(c0, (w_ - 1 - rw + pw) // sw + 1))
-                for i in range(hq):
-                    hi_ = i * sh + rh - ph
-                    if 0 <= hi_ < h_ and c1 > c0:
-                        rows.append(((dpi * nph + rh * sw + rw) * pstride + i * wq + c0,
-                                     (di * h_ + hi_) * w_ + c0 * sw + rw - pw, c1 - c0, sw))
-    return np.array(rows, dtype=np.int64).reshape(-1, 4)
+            for i in range(hq):
+                hi_ = i * sh + rh - ph
+                if not 0 <= hi_ < h_:
+                    continue
+                runs = []
+                for rw in range(sw):
+                    # columns k with 0 <= k * sw + rw - pw < w_
+                    c0 = min(wq, max(0, -((rw - pw) // sw)))
+                    c1 = min(wq, max(c0, (w_ - 1 - rw + pw) // sw + 1))
+                    if c1 > c0:
+                        runs.append([(dpi * nph + rh * sw + rw) * pstride + i * wq + c0,
+                                     (di * h_ + hi_) * w_ + c0 * sw + rw - pw, c1 - c0, sw, 0])
+                if sw == 2 and len(runs) == 2:
+                    a, b = sorted(runs, key=lambda run: run[1])
+                    if b[1] == a[1] + 1 and a[2] - b[2] in (0, 1):
+                        runs = [[a[0], a[1], a[2] + b[2], 0, b[0]]]
+                rows.extend(runs)
+    return np.array(rows, dtype=np.int64).reshape(-1, 5)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def copy_phases(xp, base, x, xo, rows):
     """The copies of phase_rows: the plane at x[xo] into the buffer at xp[base]."""
     for r in range(rows.shape[0]):
-        copy_run(xp, base + rows[r, 0], x, xo + rows[r, 1], rows[r, 2], rows[r, 3])
+        if rows[r, 3] == 0:
+            deal_run(xp, base + rows[r, 0], base + rows[r, 4], x, xo + rows[r, 1], rows[r, 2])
+        else:
+            copy_run(xp, base + rows[r, 0], x, xo + rows[r, 1], rows[r, 2], rows[r, 3])
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -549,7 +566,7 @@ def _finish(exact, p, y, b, images, grid=None):
     elements a plane, its rows phase_layout's wq wide), written into y."""
     if not y.size:
         return
-    src, ow_, wq, sp = y, p.out_size, p.out_size, p.out_size
+    src, ow_, wq, sp = y, p.out_size, p.out_size, 0
     if grid is not None:
         src, ow_, wq, sp = grid, int(p.geo[_OW]), int(phase_layout(p.geo)[2]), p.grid
     elif b is None and not p.relu and p.affine is None:

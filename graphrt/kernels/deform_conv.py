@@ -166,5 +166,5 @@ class DeformConv(OpKernel):
             if b is not None and ys.size:
                 ADD_BIAS.get(ctx.exact, ys.size >= PARALLEL_MIN)(ys, ys, b, k * p.m, p.m,
                                                                  p.out_size, ys, p.out_size,
-                                                                 p.out_size, p.out_size)
+                                                                 p.out_size, 0)
         Float16.narrow(ctx.flat_out[0], y)

@@ -429,20 +429,40 @@ def _depthwise(x, w, y, g, planes, mg, kk, rows, work):
         split_phases(xp, x, (img * g[_C] + m // mg) * g[_D] * g[_H] * g[_W], rows, size, 0)
         for od in range(od_):
             zero_run(acc, 0, n)
-            for k in range(kk):
-                wv = w[wo + k]
-                s0 = np.uint64(od * g[_SD] * nph * hq * wq + taps[k])
+            d0 = od * g[_SD] * nph * hq * wq
+            if kk == 9:
+                # 3 x 3 windows: the nine steps of an element in registers, one pass
+                z = acc[0]
+                w0, w1, w2, w3, w4 = w[wo], w[wo + 1], w[wo + 2], w[wo + 3], w[wo + 4]
+                w5, w6, w7, w8 = w[wo + 5], w[wo + 6], w[wo + 7], w[wo + 8]
+                t0, t1, t2 = np.uint64(d0 + taps[0]), np.uint64(d0 + taps[1]), \
+                    np.uint64(d0 + taps[2])
+                t3, t4, t5 = np.uint64(d0 + taps[3]), np.uint64(d0 + taps[4]), \
+                    np.uint64(d0 + taps[5])
+                t6, t7, t8 = np.uint64(d0 + taps[6]), np.uint64(d0 + taps[7]), \
+                    np.uint64(d0 + taps[8])
                 for q in range(np.uint64(n)):
-                    acc[q] = microkernel.step(EXACT, wv, xp[s0 + q], acc[q])
+                    v = microkernel.step(EXACT, w0, xp[t0 + q], z)
+                    v = microkernel.step(EXACT, w1, xp[t1 + q], v)
+                    v = microkernel.step(EXACT, w2, xp[t2 + q], v)
+                    v = microkernel.step(EXACT, w3, xp[t3 + q], v)
+                    v = microkernel.step(EXACT, w4, xp[t4 + q], v)
+                    v = microkernel.step(EXACT, w5, xp[t5 + q], v)
+                    v = microkernel.step(EXACT, w6, xp[t6 + q], v)
+                    v = microkernel.step(EXACT, w7, xp[t7 + q], v)
+                    acc[q] = microkernel.step(EXACT, w8, xp[t8 + q], v)
+            else:
+                for k in range(kk):
+                    wv = w[wo + k]
+                    s0 = np.uint64(d0 + taps[k])
+                    for q in range(np.uint64(n)):
+                        acc[q] = microkernel.step(EXACT, wv, xp[s0 + q], acc[q])
+            if EXACT:           # NaN canonical, as the exact product writes it
+                for q in range(np.uint64(n)):
+                    v = acc[q]
+                    acc[q] = v if v == v else np.nan
             for oh in range(oh_):
-                if EXACT:           # NaN canonical, as the exact product writes it
-                    yo = np.uint64(tt * p_ + (od * oh_ + oh) * ow_)
-                    ao = np.uint64(oh * wq)
-                    for j in range(np.uint64(ow_)):
-                        v = acc[ao + j]
-                        y[yo + j] = v if v == v else np.nan
-                else:
-                    copy_run(y, tt * p_ + (od * oh_ + oh) * ow_, acc, oh * wq, ow_, 1)
+                copy_run(y, tt * p_ + (od * oh_ + oh) * ow_, acc, oh * wq, ow_, 1)
 
 
 def _split_planes(x, xp, g, planes, ps, rows):

@@ -62,33 +62,37 @@ def nr_of(itemsize: int) -> int:
 
 
 
-def _make_micro(rows: int, fused: bool = True, masked: bool = False):
+def _make_micro(rows: int, fused: bool = True, masked: bool = False, half: bool = False):
     """The micro-kernel for ``rows`` rows (at most MR) of a packed A panel; ``fused``: each
     step one FMA (fast mode), else a multiply and an add, each rounded (exact mode: the
     operations of graphrt's blocked kernel, so the same bits on every machine); ``masked``:
     it takes one more argument, w, and touches only the first w < NR columns of B and C
-    (masked loads and stores), so an edge tile needs neither a packed B nor a buffer."""
+    (masked loads and stores), so an edge tile needs neither a packed B nor a buffer;
+    ``half`` (masked only): one vector of columns instead of two, for an edge of at most
+    NR / 2 columns (half the multiply-adds of the two-vector kernel there)."""
     if masked:
         def kernel(typingctx, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w):
             return _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc,
-                             kc, load, w)
+                             kc, load, w, 1 if half else 2)
     else:
         def kernel(typingctx, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load):
             return _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc,
                              kc, load)
 
     kernel.__name__ = kernel.__qualname__ = \
-        f"micro{rows}{'' if fused else '_exact'}{'_masked' if masked else ''}"
+        f"micro{rows}{'' if fused else '_exact'}{'_masked' if masked else ''}" \
+        f"{'_half' if half else ''}"
     return intrinsic(kernel)
 
 
 def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load,
-              w=None):
+              w=None, nv=2):
     """c[c_off + r*ldc + j] (r < rows, j < NR, or j < w when masked) = (load ? c : 0) + sum
     over k < kc of ap[a_off + k*a_k + r*a_r] * bp[b_off + k*ldb + j], each step one fused
     multiply-add (a packed A panel has a_k = MR, a_r = 1). An ldb given as a pair (tab,
     t_off) reads B's row k at bp[b_off + tab[t_off + k]] instead: rows anywhere, as an
-    implicit-GEMM convolution finds them in its input planes."""
+    implicit-GEMM convolution finds them in its input planes. ``nv``: vectors of columns
+    (NR = 2 of them; 1 for a narrow masked edge)."""
     dt = ap.dtype
     masked = w is not None
     table = isinstance(ldb, types.BaseTuple)
@@ -129,7 +133,7 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
             wv = builder.shuffle_vector(wv, ir.Constant(wide, ir.Undefined),
                                         ir.Constant(ir.VectorType(i32, lanes), [0] * lanes))
             masks = [builder.icmp_signed("<", ir.Constant(wide, [h * lanes + j for j in range(lanes)]), wv)
-                     for h in range(2)]
+                     for h in range(nv)]
             pty = vty.as_pointer()
             mload = cgutils.get_or_insert_function(
                 mod, ir.FunctionType(vty, [pty, i32, mty, vty]), f"llvm.masked.load.{suffix}.p0")
@@ -154,7 +158,7 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
         init = []
         for r in range(rows):
             row = builder.gep(c_base, [builder.mul(ldc, ir.Constant(i64, r))])
-            for h in range(2):
+            for h in range(nv):
                 v = vload(builder.gep(row, [ir.Constant(i64, h * lanes)]), h)
                 init.append(builder.select(load, v, zero_v))
         entry = builder.block
@@ -173,8 +177,7 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
             accs.append(p)
         bk = builder.gep(b_base, [builder.load(builder.gep(t_base, [k])) if table
                                   else builder.mul(k, ldb)])
-        b0 = vload(bk, 0)
-        b1 = vload(builder.gep(bk, [ir.Constant(i64, lanes)]), 1)
+        bv = [vload(builder.gep(bk, [ir.Constant(i64, h * lanes)]), h) for h in range(nv)]
         ak = builder.gep(a_base, [builder.mul(k, a_k)])
         new = []
         undef = ir.Constant(vty, ir.Undefined)
@@ -183,12 +186,11 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
             s = builder.load(builder.gep(ak, [builder.mul(a_r, ir.Constant(i64, r))]))
             sv = builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(
                 ir.IntType(32), 0)), undef, mask)
-            if fused:
-                new.append(builder.call(fma, [sv, b0, accs[2 * r]]))
-                new.append(builder.call(fma, [sv, b1, accs[2 * r + 1]]))
-            else:   # acc + a * b, two roundings (no fast-math flags: never contracted)
-                new.append(builder.fadd(accs[2 * r], builder.fmul(sv, b0)))
-                new.append(builder.fadd(accs[2 * r + 1], builder.fmul(sv, b1)))
+            for h in range(nv):
+                if fused:
+                    new.append(builder.call(fma, [sv, bv[h], accs[nv * r + h]]))
+                else:   # acc + a * b, two roundings (no fast-math flags: never contracted)
+                    new.append(builder.fadd(accs[nv * r + h], builder.fmul(sv, bv[h])))
         k_next = builder.add(k, ir.Constant(i64, 1))
         k.add_incoming(k_next, builder.block)
         for p, v in zip(accs, new):
@@ -204,8 +206,8 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
             outs.append(out)
         for r in range(rows):
             row = builder.gep(c_base, [builder.mul(ldc, ir.Constant(i64, r))])
-            for h in range(2):
-                vstore(outs[2 * r + h], builder.gep(row, [ir.Constant(i64, h * lanes)]), h)
+            for h in range(nv):
+                vstore(outs[nv * r + h], builder.gep(row, [ir.Constant(i64, h * lanes)]), h)
         return context.get_dummy_value()
 
     return sig, codegen
@@ -223,6 +225,12 @@ _micro4_m = _make_micro(4, masked=True)
 _micro_xm = _make_micro(MR, fused=False, masked=True)
 _micro8_xm = _make_micro(8, fused=False, masked=True)
 _micro4_xm = _make_micro(4, fused=False, masked=True)
+_micro_h = _make_micro(MR, masked=True, half=True)
+_micro8_h = _make_micro(8, masked=True, half=True)
+_micro4_h = _make_micro(4, masked=True, half=True)
+_micro_xh = _make_micro(MR, fused=False, masked=True, half=True)
+_micro8_xh = _make_micro(8, fused=False, masked=True, half=True)
+_micro4_xh = _make_micro(4, fused=False, masked=True, half=True)
 
 
 @intrinsic
@@ -269,8 +277,23 @@ def micro(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def micro_cols(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w):
-    """``micro`` over the first w < NR columns only (h = MR, 8 or 4)."""
-    if exact:
+    """``micro`` over the first w < NR columns only (h = MR, 8 or 4); one vector of columns
+    where w fits in one."""
+    if w * c.itemsize <= VBYTES:            # one vector holds the edge
+        if exact:
+            if h == 8:
+                _micro8_xh(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
+            elif h == 4:
+                _micro4_xh(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
+            else:
+                _micro_xh(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
+        elif h == 8:
+            _micro8_h(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
+        elif h == 4:
+            _micro4_h(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
+        else:
+            _micro_h(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
+    elif exact:
         if h == 8:
             _micro8_xm(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
         elif h == 4:

@@ -197,7 +197,8 @@ class RunContext:
 def scratch(ctx: RunContext, dtype, shape) -> np.ndarray:
     """Scratch memory for this run from the arena (a plain array where a kernel runs without
     one, as in some tests). ``shape``: a tuple or an element count."""
-    shape = (int(shape),) if np.ndim(shape) == 0 else tuple(int(d) for d in shape)
+    shape = tuple(int(d) for d in shape) if isinstance(shape, (tuple, list)) else \
+        (int(shape),)
     if ctx.arena is None:
         return np.empty(shape, dtype)
     return ctx.arena.take(np.dtype(dtype), shape, ctx.node.name)

@@ -742,13 +742,14 @@ class Conv(GroupedConv):
             return
         if p.grid is not None:
             ps = p.phases[0]
-            xp = scratch(ctx, p.wdt, (p.chunk * p.c * ps,))
-            grid = scratch(ctx, p.wdt, (p.chunk * p.m * p.grid,))
+            nx = p.chunk * p.c * ps
+            buf = scratch(ctx, p.wdt, nx + p.chunk * p.m * p.grid)
+            xp, grid = buf[:nx], buf[nx:]
+            split = SPLIT_PLANES.get(False, nx >= PARALLEL_MIN)
             for n0 in range(0, p.n, p.chunk):
                 k = min(p.chunk, p.n - n0)
-                SPLIT_PLANES.get(False, k * p.c * ps >= PARALLEL_MIN)(
-                    x[n0 * p.c * p.in_size:(n0 + k) * p.c * p.in_size], xp, p.geo, k * p.c, ps,
-                    p.phases[3])
+                split(x[n0 * p.c * p.in_size:(n0 + k) * p.c * p.in_size], xp, p.geo, k * p.c, ps,
+                      p.phases[3])
                 p.gemm(ctx.exact, w, xp, grid, k * g)
                 _finish(ctx.exact, p, y[n0 * p.m * p.out_size:(n0 + k) * p.m * p.out_size], b,
                         k, grid)

@@ -29,7 +29,7 @@ from . import microkernel
 from .base import InferContext, OpKernel, RunContext, scratch
 from .broadcast import PARALLEL_MIN
 from .normalization import channel_affine
-from .pointwise import relu_float
+from .pointwise import scale_shift_relu
 from .runs import copy_run, deal_run, zero_run
 from .jit import Variants
 from .matmul import (_A_SI, _A_SK, _B_SJ, _B_SK, _K, _M, _MATMUL, _N, _RB, PARALLEL_WORK, RB,
@@ -38,7 +38,6 @@ from .matmul import (_A_SI, _A_SK, _B_SJ, _B_SK, _K, _M, _MATMUL, _N, _RB, PARAL
 EXACT = False
 BIAS = True
 RELU = False
-RELU_OF = None
 AFFINE = False
 
 FLOATS = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64))
@@ -213,10 +212,8 @@ def _add_bias(y, src, b, planes, m, p, sc, ow_, wq, sp):
     as rows of ow_ on a grid wq wide (an implicit-GEMM product's output grid), or src is y
     itself (sp = 0), updated in place: one array, so that the loop vectorises."""
     for t in prange(planes):
-        if BIAS:
-            bv = b[t % m]
-        if AFFINE:
-            sv = sc[t % m]
+        bv = b[t % m]       # (b and sc are y itself where there is no bias or scale)
+        sv = sc[t % m]
         inplace = sp == 0
         for r in range(1 if inplace else p // ow_):
             out = y[t * p:(t + 1) * p] if inplace else y[t * p + r * ow_:t * p + (r + 1) * ow_]
@@ -225,13 +222,7 @@ def _add_bias(y, src, b, planes, m, p, sc, ow_, wq, sp):
             else:
                 row = src[t * sp + r * wq:t * sp + r * wq + ow_]
             for j in range(out.size):
-                v = row[j]
-                if AFFINE:
-                    v = v * sv + bv
-                elif BIAS:
-                    v = v + bv
-                if RELU:
-                    v = RELU_OF(v)
+                v = scale_shift_relu(row[j], sv, bv, AFFINE, BIAS, RELU)
                 if EXACT and v != v:
                     out[j] = np.nan
                 else:
@@ -508,11 +499,11 @@ SPLIT_PLANES = Variants(_split_planes, "conv_split_planes", parallel=True, SPLIT
 IM2COL = Variants(_im2col, "conv_im2col", parallel=True, COPY=copy_run, LAYOUT=phase_layout)
 ADD_BIAS = Variants(_add_bias, "conv_bias", parallel=True, BIAS=True, RELU=False, AFFINE=False)
 BIAS_RELU = Variants(_add_bias, "conv_bias_relu", parallel=True, BIAS=True, RELU=True,
-                     RELU_OF=relu_float, AFFINE=False)
+                     AFFINE=False)
 ONLY_RELU = Variants(_add_bias, "conv_relu", parallel=True, BIAS=False, RELU=True,
-                     RELU_OF=relu_float, AFFINE=False)
+                     AFFINE=False)
 SCALE_SHIFT = {relu: Variants(_add_bias, f"conv_affine_{int(relu)}", parallel=True, BIAS=True,
-                              RELU=relu, RELU_OF=relu_float, AFFINE=True) for relu in (False, True)}
+                              RELU=relu, AFFINE=True) for relu in (False, True)}
 FROM_GRID = Variants(_add_bias, "conv_from_grid", parallel=True, BIAS=False, RELU=False,
                      AFFINE=False)
 

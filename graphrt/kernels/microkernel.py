@@ -12,7 +12,7 @@ depend on its row of A, its column of B and K only: not on M, N, the batch, the 
 the thread count. Identical rows of A give identical rows of the result (onnx's light zoo
 models depend on that: their weights are constant, so their logits tie).
 
-The inner loop is a micro-kernel written in LLVM IR (``_micro``): MR rows by NR columns of
+The inner loop is a micro-kernel written in LLVM IR (``_micro_ir``): MR rows by NR columns of
 accumulators held in vector registers (NR = two vectors of the widest registers the target
 has), one broadcast of A and two loads of B per row and k. A and B are packed into
 zero-padded panels (MR-row panels of A, NR-column panels of B, k-major) only where they are not
@@ -213,26 +213,6 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
     return sig, codegen
 
 
-_micro = _make_micro(MR)
-_micro8 = _make_micro(8)
-_micro4 = _make_micro(4)
-_micro_x = _make_micro(MR, fused=False)
-_micro8_x = _make_micro(8, fused=False)
-_micro4_x = _make_micro(4, fused=False)
-_micro_m = _make_micro(MR, masked=True)
-_micro8_m = _make_micro(8, masked=True)
-_micro4_m = _make_micro(4, masked=True)
-_micro_xm = _make_micro(MR, fused=False, masked=True)
-_micro8_xm = _make_micro(8, fused=False, masked=True)
-_micro4_xm = _make_micro(4, fused=False, masked=True)
-_micro_h = _make_micro(MR, masked=True, half=True)
-_micro8_h = _make_micro(8, masked=True, half=True)
-_micro4_h = _make_micro(4, masked=True, half=True)
-_micro_xh = _make_micro(MR, fused=False, masked=True, half=True)
-_micro8_xh = _make_micro(8, fused=False, masked=True, half=True)
-_micro4_xh = _make_micro(4, fused=False, masked=True, half=True)
-
-
 @intrinsic
 def fma(typingctx, x, y, z):
     """x * y + z rounded once (llvm.fma), the micro-kernel's step on one element."""
@@ -256,56 +236,41 @@ def step(exact, x, y, acc):
     return fma(x, y, acc)
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def micro(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load):
-    """The micro-kernel for h rows (MR, 8 or 4; any other h reads MR rows of a padded
-    panel) of the mode's arithmetic; ldb an int, or a pair (tab, t_off) (see _micro_ir)."""
-    if exact:
-        if h == 8:
-            _micro8_x(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
-        elif h == 4:
-            _micro4_x(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
-        else:
-            _micro_x(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
-    elif h == 8:
-        _micro8(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
-    elif h == 4:
-        _micro4(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
-    else:
-        _micro(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load)
+_ARGS = "ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load"
+
+
+def _pick(masked: bool = False, half: bool = False):
+    """An inlined numba function pick(exact, h, <_ARGS>[, w]) that runs the micro-kernel for
+    h rows (MR, 8 or 4; any other h reads MR rows of a padded panel) in the mode's
+    arithmetic (see _make_micro for ``masked`` and ``half``)."""
+    ns, lines = {}, []
+    args = _ARGS + (", w" if masked else "")
+    lines.append(f"def pick(exact, h, {args}):")
+    for fused in (False, True):
+        lines.append("    if exact:" if not fused else "    else:")
+        for i, rows in enumerate((8, 4, MR)):
+            name = f"k_{rows}_{int(fused)}"
+            ns[name] = _make_micro(rows, fused, masked, half)
+            lines.append("        " + (f"if h == {rows}:", f"elif h == {rows}:", "else:")[i])
+            lines.append(f"            {name}({args})")
+    exec("\n".join(lines), ns)
+    return njit(nogil=True, error_model="numpy", inline="always")(ns["pick"])
+
+
+# micro(exact, h, ...): full NR-column tiles; ldb an int, or a pair (tab, t_off) (_micro_ir)
+micro = _pick()
+_edge = _pick(masked=True)              # the first w < NR columns
+_narrow = _pick(masked=True, half=True)     # the first w columns, w fitting one vector
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def micro_cols(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w):
     """``micro`` over the first w < NR columns only (h = MR, 8 or 4); one vector of columns
     where w fits in one."""
-    if w * c.itemsize <= VBYTES:            # one vector holds the edge
-        if exact:
-            if h == 8:
-                _micro8_xh(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
-            elif h == 4:
-                _micro4_xh(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
-            else:
-                _micro_xh(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
-        elif h == 8:
-            _micro8_h(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
-        elif h == 4:
-            _micro4_h(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
-        else:
-            _micro_h(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
-    elif exact:
-        if h == 8:
-            _micro8_xm(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
-        elif h == 4:
-            _micro4_xm(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
-        else:
-            _micro_xm(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
-    elif h == 8:
-        _micro8_m(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
-    elif h == 4:
-        _micro4_m(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
+    if w * c.itemsize <= VBYTES:
+        _narrow(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
     else:
-        _micro_m(ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
+        _edge(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

@@ -31,13 +31,12 @@ from .base import InferContext, OpKernel, RunContext
 from .broadcast import PARALLEL_MIN
 from .arithmetic import Add, Div, Mul, Sub
 from .jit import Variants
-from .pointwise import relu_float
+from .pointwise import scale_shift_relu
 from .reduce import F32, compute_dtype, offset_of, run_wide, scratch, split_axes
 
 EXACT = False
 MODE = 0
 RELU = False
-RELU_OF = None
 
 LAYER, RMS, GIVEN, MVN, LP1, LP2 = range(6)
 # prm (compute type): epsilon, 1, 0, n, momentum, 1 - momentum
@@ -52,31 +51,17 @@ def _affine_run(xs, ys, mu, inv, scale, bias, c0, step, has_scale, has_bias, exa
     element loop of _normalize for a contiguous run, NaN canonical when exact; ``relu``:
     then Relu's function (an absorbed Relu node)."""
     n = xs.size
-    if has_scale and step == 0:
-        sc = scale[c0]
-        bi = bias[c0] if has_bias else sc
+    if step == 0 or not has_scale:
+        sc = scale[c0] if has_scale else mu
+        bi = bias[c0] if has_bias else mu
         for k in range(n):
-            v = (xs[k] - mu) * inv * sc
-            if has_bias:
-                v = v + bi
-            if relu:
-                v = relu_float(v)
+            v = scale_shift_relu((xs[k] - mu) * inv, sc, bi, has_scale, has_bias, relu)
             ys[k] = np.nan if exact and v != v else v
-    elif has_scale:
+    else:
         scs = scale[c0:c0 + n]
         bis = bias[c0:c0 + n] if has_bias else scs
         for k in range(n):
-            v = (xs[k] - mu) * inv * scs[k]
-            if has_bias:
-                v = v + bis[k]
-            if relu:
-                v = relu_float(v)
-            ys[k] = np.nan if exact and v != v else v
-    else:
-        for k in range(n):
-            v = (xs[k] - mu) * inv
-            if relu:
-                v = relu_float(v)
+            v = scale_shift_relu((xs[k] - mu) * inv, scs[k], bis[k], True, has_bias, relu)
             ys[k] = np.nan if exact and v != v else v
 
 
@@ -152,13 +137,10 @@ def _normalize(x, scale, bias, mean_in, var_in, y, st1, st2, kshape, kstride, rs
                     v = (x[p] - mu) / den if den != 0 else zero
                 else:
                     v = (x[p] - mu) * inv
-                if has_scale:
-                    c = c0 + k * cw[3]
-                    v = v * scale[c]
-                    if has_bias:
-                        v = v + bias[c]
-                if RELU:
-                    v = RELU_OF(v)
+                c = c0 + k * cw[3]
+                sc = scale[c] if has_scale else v
+                bi = bias[c] if has_scale and has_bias else v
+                v = scale_shift_relu(v, sc, bi, has_scale, has_scale and has_bias, RELU)
                 if EXACT and v != v:
                     y[p] = np.nan
                 else:
@@ -169,7 +151,7 @@ _LAYER = Variants(_normalize, "norm_layer", parallel=True, MODE=LAYER, AFFINE=_a
 _RMS = Variants(_normalize, "norm_rms", parallel=True, MODE=RMS, AFFINE=_affine_run)
 _GIVEN = Variants(_normalize, "norm_given", parallel=True, MODE=GIVEN, AFFINE=_affine_run)
 _GIVEN_RELU = Variants(_normalize, "norm_given_relu", parallel=True, MODE=GIVEN,
-                       AFFINE=_affine_run, RELU=True, RELU_OF=relu_float)
+                       AFFINE=_affine_run, RELU=True)
 _MVN = Variants(_normalize, "norm_mvn", parallel=True, MODE=MVN)
 _LP = {1: Variants(_normalize, "norm_lp1", parallel=True, MODE=LP1),
        2: Variants(_normalize, "norm_lp2", parallel=True, MODE=LP2)}

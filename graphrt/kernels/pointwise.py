@@ -50,6 +50,19 @@ def relu_float(x):
     return x if not (x <= 0) else 0.0
 
 
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def scale_shift_relu(v, s, b, scaled, shifted, relu):
+    """v * s (scaled), + b (shifted), then Relu's function (relu): the per-element epilogue of
+    Conv's bias pass and of the normalisations."""
+    if scaled:
+        v = v * s
+    if shifted:
+        v = v + b
+    if relu:
+        v = relu_float(v)
+    return v
+
+
 def compute_dtype(dtype) -> np.dtype:
     """The type a kernel computes in for inputs of ``dtype``."""
     return F32 if dtype in NARROW else np.dtype(dtype)

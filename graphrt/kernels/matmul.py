@@ -208,7 +208,7 @@ def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work, btab):
                         blas.ptr(b, offb[batch] + j0 * b_sj), ldb,
                         blas.ptr(a, offa[batch] + r0 * a_si), lda, blas.ptr(unit, 1),
                         blas.ptr(out, oo + r0 * n + j0), n)
-        if GEMM:
+        if GEMM and (has_c or alpha != unit[0]):     # (alpha 1 without C: y = acc)
             for i in range(r0, r1):
                 row = out[oo + i * n + j0:oo + i * n + j0 + w]
                 cs = i * c_si + j0 * c_sj

@@ -20,18 +20,19 @@ def product(a, b, *, transposed_b=False, exact=False, table=False):
     n = b.shape[0] if transposed_b else b.shape[1]
     out = np.full(m * n, np.nan, a.dtype)
     ap, bp, cb = mk.carve(mk.work_for(out.dtype)[0], m, n, k)
+    plain = (out, 0, 0, 0.0, 0.0, 0)        # no epilogue
     if transposed_b:    # b holds B^T (n, k): B[k, j] at j * k + k
         mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, 1, k, out, 0, n, m, n, k,
-                        ap, bp, cb, exact, mk.NO_TABLE)
+                        ap, bp, cb, exact, mk.NO_TABLE, plain)
     elif table:         # B's rows in reverse order, n + 3 apart, found through the table
         src = np.full((k, n + 3), np.nan, a.dtype)
         src[::-1, 2:n + 2] = b
         tab = np.arange(k - 1, -1, -1, dtype=np.int64) * (n + 3) + 2
         mk.tile_product(a.reshape(-1), 0, k, 1, src.reshape(-1), 0, 0, 1, out, 0, n, m, n, k,
-                        ap, bp, cb, exact, tab)
+                        ap, bp, cb, exact, tab, plain)
     else:
         mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, n, 1, out, 0, n, m, n, k,
-                        ap, bp, cb, exact, mk.NO_TABLE)
+                        ap, bp, cb, exact, mk.NO_TABLE, plain)
     return out.reshape(m, n)
 
 

@@ -263,3 +263,47 @@ def test_fast_product_for_other_kernels(path, monkeypatch):
         np.testing.assert_allclose(out[i * m * n:(i + 1) * m * n].reshape(m, n), want,
                                    rtol=1e-4, atol=1e-3)
     assert np.isnan(out[2 * m * n:]).all()
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("dt", [F, D])
+@pytest.mark.parametrize("alpha,beta,c_rows", [(1.0, 1.0, 1), (0.75, 1.5, 1), (1.0, 1.0, None),
+                                               (1.0, -2.0, "m"), (-1.5, 1.0, 0), (1.0, 1.0, 0)])
+@pytest.mark.parametrize("relu", [False, True])
+def test_epilogue_in_the_micro_kernel_gives_the_pass_bits(mode, dt, alpha, beta, c_rows, relu):
+    """24 rows (whole micro-tiles: the micro-kernel applies C, alpha, beta and Relu as it
+    stores) and the same rows plus one (an edge panel: the separate pass over the tile) give
+    the same bits, NaN, infinities and signed zeros included. c_rows: C as a bias row (1),
+    a full matrix ("m"), a column (None: read across, never fused) or no C (0)."""
+    rng = np.random.default_rng(11)
+    k, n = 40, 70
+    a = rng.standard_normal((25, k)).astype(NP[dt])
+    b = rng.standard_normal((k, n)).astype(NP[dt])
+    a[3, 5], a[7, :] = np.inf, 0.0
+    b[2, 9] = np.nan
+    shape = {1: (n,), "m": (25, n), None: (25, 1), 0: None}[c_rows]
+    c = None if shape is None else rng.standard_normal(shape).astype(NP[dt])
+    if c is not None:
+        c.flat[0] = -0.0
+    ys = []
+    for m in (24, 25):
+        feeds = {"A": a[:m], "B": b}
+        if c is not None:
+            feeds["C"] = c if c_rows == 1 else c[:m]
+        model = gemm_model((m, k), b.shape, None if c is None else feeds["C"].shape, 0, 0,
+                           alpha, beta, dt)
+        if relu:
+            model.graph.node[0].output[0] = "T"
+            model.graph.node.append(helper.make_node("Relu", ["T"], ["Y"]))
+        ys.append(run(model, feeds, 1, mode))
+    assert ys[0].tobytes() == ys[1][:24].tobytes()
+    if alpha < 0:       # row 7 is alpha * +0 = -0 (but NaN in column 9); Relu makes it +0
+        signs = np.signbit(np.delete(ys[0][7], 9))
+        assert not signs.any() if relu else signs.all()
+    with np.errstate(invalid="ignore"):
+        ref = alpha * (a[:24].astype(np.float64) @ b)
+    if c is not None:
+        ref = ref + beta * (c if c_rows == 1 else c[:24])
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(ys[0], np.maximum(ref, 0) if relu else ref, rtol=1e-4,
+                                   atol=1e-4)

@@ -25,18 +25,29 @@ def _binary(a, b, out, shape, sa, sb, block, tasks):
     # unsigned indices: numba's wraparound of a negative signed index keeps loops scalar
     ia = np.uint64(sa[r - 1])
     ib = np.uint64(sb[r - 1])
+    # in place (the output takes over a, of the same shape), a is read from out itself, as
+    # in _unary
+    same_a = a.size == out.size and a.ctypes.data == out.ctypes.data
     for t in prange(tasks):
         row, j0, j1 = task_span(t, per_row, block, inner)
         oa = np.uint64(row_offset(row, shape, sa))
         ob = np.uint64(row_offset(row, shape, sb))
         base = np.uint64(row * inner)
         if ia == 1 and ib == 1:             # the common cases get loops LLVM can vectorise
-            for j in range(np.uint64(j0), np.uint64(j1)):
-                put(out, base + j, OP(a[oa + j], b[ob + j]), EXACT)
+            if same_a:
+                for j in range(np.uint64(j0), np.uint64(j1)):
+                    put(out, base + j, OP(out[base + j], b[ob + j]), EXACT)
+            else:
+                for j in range(np.uint64(j0), np.uint64(j1)):
+                    put(out, base + j, OP(a[oa + j], b[ob + j]), EXACT)
         elif ib == 0:
             y = b[ob]
-            for j in range(np.uint64(j0), np.uint64(j1)):
-                put(out, base + j, OP(a[oa + j * ia], y), EXACT)
+            if same_a:
+                for j in range(np.uint64(j0), np.uint64(j1)):
+                    put(out, base + j, OP(out[base + j], y), EXACT)
+            else:
+                for j in range(np.uint64(j0), np.uint64(j1)):
+                    put(out, base + j, OP(a[oa + j * ia], y), EXACT)
         elif ia == 0:
             x = a[oa]
             for j in range(np.uint64(j0), np.uint64(j1)):

@@ -163,6 +163,27 @@ MK = None    # microkernel.SOURCE_TAG where OWN (renames the variants when it ch
 RELU = None
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _epilogue_of(gemm, g, c, out, o, r0, j0, alpha, beta, one):
+    """The micro-kernel's epilogue (microkernel.tile_product's ``epi``) for a tile at row r0,
+    column j0 of the output (element o of out): Gemm's C and alpha where C's columns are
+    contiguous, then an absorbed Relu; none where C is read otherwise (the pass does it)."""
+    flags = 0
+    e, e_off, e_si = out, o, g[_T_N]
+    if gemm and g[_T_HAS_C] != 0:
+        if g[_T_C_SJ] != 1:
+            return (e, e_off, e_si, 0.0, 0.0, 0)
+        flags = microkernel.EPI_C
+        e, e_off, e_si = c, r0 * g[_T_C_SI] + j0, g[_T_C_SI]
+        if alpha != one or beta != one:
+            flags |= microkernel.EPI_SCALE
+    elif gemm and alpha != one:
+        flags = microkernel.EPI_SCALE
+    if g[_T_RELU] != 0:
+        flags |= microkernel.EPI_RELU
+    return (e, e_off, e_si, np.float64(alpha), np.float64(beta), flags)
+
+
 def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work, btab):
     """Task t: batch entry t // (tm * tn), then a row block and a column block of it;
     out[rows, cols] = A'[rows] B'[:, cols] by graphrt's micro-kernel (OWN) or one ?gemm call
@@ -197,18 +218,20 @@ def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work, btab):
         j0 = (r - ti * tn) * nb
         w = min(n, j0 + nb) - j0
         oo = batch * m * n
+        fused = False
         if OWN:
             ap, bp, cb = microkernel.carve(work[numba.get_thread_id()], r1 - r0, w, kk)
-            microkernel.tile_product(a, offa[batch] + r0 * a_si, a_si, g[_T_A_SK], b,
-                                     offb[batch] + j0 * b_sj, g[_T_B_SK], b_sj, out,
-                                     oo + r0 * n + j0, n, r1 - r0, w, kk, ap, bp, cb, EXACT,
-                                     btab)
+            fused = microkernel.tile_product(
+                a, offa[batch] + r0 * a_si, a_si, g[_T_A_SK], b, offb[batch] + j0 * b_sj,
+                g[_T_B_SK], b_sj, out, oo + r0 * n + j0, n, r1 - r0, w, kk, ap, bp, cb, EXACT,
+                btab, _epilogue_of(GEMM, g, c, out, oo + r0 * n + j0, r0, j0, alpha, beta,
+                                   unit[0]))
         else:
             blas.XXGEMM(kind, tb, ta, w, r1 - r0, kk, blas.ptr(unit, 0),
                         blas.ptr(b, offb[batch] + j0 * b_sj), ldb,
                         blas.ptr(a, offa[batch] + r0 * a_si), lda, blas.ptr(unit, 1),
                         blas.ptr(out, oo + r0 * n + j0), n)
-        if GEMM and (has_c or alpha != unit[0]):     # (alpha 1 without C: y = acc)
+        if GEMM and not fused and (has_c or alpha != unit[0]):   # (alpha 1, no C: y = acc)
             for i in range(r0, r1):
                 row = out[oo + i * n + j0:oo + i * n + j0 + w]
                 cs = i * c_si + j0 * c_sj
@@ -222,7 +245,7 @@ def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work, btab):
                 else:
                     for j in range(w):
                         row[j] = EPILOGUE(alpha, row[j], beta, c[cs + j * c_sj])
-        if g[_T_RELU] != 0:     # a Relu node absorbed (FusedEpilogue), on the tile in cache
+        if g[_T_RELU] != 0 and not fused:    # a Relu node absorbed (FusedEpilogue), on the tile in cache
             for i in range(r0, r1):
                 row = out[oo + i * n + j0:oo + i * n + j0 + w]
                 for j in range(w):

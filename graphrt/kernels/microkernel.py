@@ -71,13 +71,15 @@ def _make_micro(rows: int, fused: bool = True, masked: bool = False, half: bool 
     ``half`` (masked only): one vector of columns instead of two, for an edge of at most
     NR / 2 columns (half the multiply-adds of the two-vector kernel there)."""
     if masked:
-        def kernel(typingctx, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w):
+        def kernel(typingctx, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w,
+                   epi):
             return _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc,
-                             kc, load, w, 1 if half else 2)
+                             kc, load, epi, w, 1 if half else 2)
     else:
-        def kernel(typingctx, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load):
+        def kernel(typingctx, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load,
+                   epi):
             return _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc,
-                             kc, load)
+                             kc, load, epi)
 
     kernel.__name__ = kernel.__qualname__ = \
         f"micro{rows}{'' if fused else '_exact'}{'_masked' if masked else ''}" \
@@ -86,19 +88,22 @@ def _make_micro(rows: int, fused: bool = True, masked: bool = False, half: bool 
 
 
 def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load,
-              w=None, nv=2):
+              epi, w=None, nv=2):
     """c[c_off + r*ldc + j] (r < rows, j < NR, or j < w when masked) = (load ? c : 0) + sum
     over k < kc of ap[a_off + k*a_k + r*a_r] * bp[b_off + k*ldb + j], each step one fused
     multiply-add (a packed A panel has a_k = MR, a_r = 1). An ldb given as a pair (tab,
     t_off) reads B's row k at bp[b_off + tab[t_off + k]] instead: rows anywhere, as an
     implicit-GEMM convolution finds them in its input planes. ``nv``: vectors of columns
-    (NR = 2 of them; 1 for a narrow masked edge)."""
+    (NR = 2 of them; 1 for a narrow masked edge). ``epi`` = (e, e_off, e_si, alpha, beta,
+    flags): Gemm's epilogue on the sums before they are stored (see EPI_C; alpha and beta
+    float64 holding values of the element type), the same operations as its separate pass;
+    flags 0: none."""
     dt = ap.dtype
     masked = w is not None
     table = isinstance(ldb, types.BaseTuple)
     sig = types.void(ap, types.intp, types.intp, types.intp, bp, types.intp,
                      ldb if table else types.intp, c, types.intp, types.intp, types.intp,
-                     types.boolean, *((types.intp,) if masked else ()))
+                     types.boolean, *((types.intp,) if masked else ()), epi)
 
     def codegen(context, builder, sig, args):
         a_arr, a_off, a_k, a_r, b_arr, b_off, ldb, c_arr, c_off, ldc, kc, load = args[:12]
@@ -161,6 +166,13 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
             for h in range(nv):
                 v = vload(builder.gep(row, [ir.Constant(i64, h * lanes)]), h)
                 init.append(builder.select(load, v, zero_v))
+        # A's rows as groups of three, each group one pointer stepping by a_k, its rows at
+        # +0, +a_r, +2*a_r (x86 addressing: base + scaled index). LLVM's loop strength
+        # reduction would otherwise walk the rows with a chain of dependent adds (twelve per
+        # step of k, the kernel's bottleneck); an empty asm statement hides a_r's
+        # invariance from it.
+        groups = [builder.gep(a_base, [builder.mul(a_r, ir.Constant(i64, 3 * q))])
+                  for q in range((rows + 2) // 3)]
         entry = builder.block
         loop = builder.append_basic_block("micro_loop")
         done = builder.append_basic_block("micro_done")
@@ -175,15 +187,22 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
             p = builder.phi(vty)
             p.add_incoming(v, entry)
             accs.append(p)
+        gptr = []
+        for g in groups:
+            p = builder.phi(g.type)
+            p.add_incoming(g, entry)
+            gptr.append(p)
         bk = builder.gep(b_base, [builder.load(builder.gep(t_base, [k])) if table
                                   else builder.mul(k, ldb)])
         bv = [vload(builder.gep(bk, [ir.Constant(i64, h * lanes)]), h) for h in range(nv)]
-        ak = builder.gep(a_base, [builder.mul(k, a_k)])
+        a_r1 = builder.asm(ir.FunctionType(i64, [i64]), "", "=r,0", [a_r], True)
+        a_r2 = builder.add(a_r1, a_r1)
         new = []
         undef = ir.Constant(vty, ir.Undefined)
         mask = ir.Constant(ir.VectorType(ir.IntType(32), lanes), [0] * lanes)
         for r in range(rows):
-            s = builder.load(builder.gep(ak, [builder.mul(a_r, ir.Constant(i64, r))]))
+            g, m = gptr[r // 3], r % 3
+            s = builder.load(g if m == 0 else builder.gep(g, [a_r1 if m == 1 else a_r2]))
             sv = builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(
                 ir.IntType(32), 0)), undef, mask)
             for h in range(nv):
@@ -193,6 +212,8 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
                     new.append(builder.fadd(accs[nv * r + h], builder.fmul(sv, bv[h])))
         k_next = builder.add(k, ir.Constant(i64, 1))
         k.add_incoming(k_next, builder.block)
+        for p in gptr:
+            p.add_incoming(builder.gep(p, [a_k]), builder.block)
         for p, v in zip(accs, new):
             p.add_incoming(v, builder.block)
         builder.cbranch(builder.icmp_signed("<", k_next, kc), loop, done)
@@ -204,6 +225,8 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
             out.add_incoming(v, entry)
             out.add_incoming(new[i], loop)
             outs.append(out)
+        outs = _epilogue_ir(context, builder, sig.args[-1], args[-1], outs, rows, nv, vty,
+                            vload)
         for r in range(rows):
             row = builder.gep(c_base, [builder.mul(ldc, ir.Constant(i64, r))])
             for h in range(nv):
@@ -211,6 +234,93 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
         return context.get_dummy_value()
 
     return sig, codegen
+
+
+# The epilogue in the micro-kernel is partly x86 AVX assembly (see _epilogue_ir); elsewhere
+# tile_product leaves it to its caller's pass.
+FUSED_EPILOGUE = llb.get_process_triple().startswith("x86_64") and VBYTES >= 32
+if FUSED_EPILOGUE:
+    llb.initialize_native_asmparser()       # (numba does not: instructions in asm need it)
+# epilogue flags (micro-kernel ``epi``), applied in this order to a finished sum v
+EPI_C = 1       # v = v + e[e_off + r*e_si + j]
+EPI_SCALE = 2   # v = alpha * v, and with EPI_C: alpha * v + beta * e[...] (each rounded)
+EPI_RELU = 4    # v = v if not v <= 0 else 0 (NaN kept)
+# (multiplying by 1 changes no bits, so EPI_C alone is Gemm's alpha = beta = 1)
+
+
+def _epilogue_ir(context, builder, ety, epi, outs, rows, nv, vty, vload):
+    """The values to store: ``outs`` (row-major, nv vectors a row) through the epilogue that
+    ``epi``'s flags ask for: one straight-line block per combination of flags, chosen by a
+    switch (flags 0: none); the bits of matmul's separate epilogue pass, in fast mode too."""
+    if not FUSED_EPILOGUE:
+        return outs
+    i64 = ir.IntType(64)
+    i32 = ir.IntType(32)
+    lanes = vty.count
+    e = context.make_array(ety.types[0])(context, builder, builder.extract_value(epi, 0))
+    e_base = builder.gep(e.data, [builder.extract_value(epi, 1)])
+    e_si = builder.extract_value(epi, 2)
+    zero = ir.Constant(vty, [0.0] * lanes)
+
+    def splat(x):
+        # alpha and beta come as float64 holding values of the element type: narrowing is
+        # exact
+        if vty.element != ir.DoubleType():
+            x = builder.fptrunc(x, vty.element)
+        v = builder.insert_element(ir.Constant(vty, ir.Undefined), x, ir.Constant(i32, 0))
+        return builder.shuffle_vector(v, ir.Constant(vty, ir.Undefined),
+                                      ir.Constant(ir.VectorType(i32, lanes), [0] * lanes))
+
+    # A fast variant's module gets fast-math flags (jit.FAST_MATH) on every float
+    # instruction, these included: an empty asm statement on each product keeps LLVM from
+    # contracting it into an FMA with the add, and Relu is assembly (under nsz a compare and
+    # select may become a max that keeps -0, and an add of +0 is dropped).
+    def opaque(x):
+        return builder.asm(ir.FunctionType(vty, [vty]), "", "=v,0", [x], False)
+
+    sfx = "pd" if vty.element == ir.DoubleType() else "ps"
+    relu_asm = f"vmax{sfx} $1, $2, $0\n\tvadd{sfx} $2, $0, $0"
+
+    def relu(v):
+        """max(0, v) keeping a NaN v (x86 returns the second operand), then + 0 for -0."""
+        return builder.asm(ir.FunctionType(vty, [vty, vty]), relu_asm, "=&v,v,v", [v, zero],
+                           False)
+
+    before = builder.block
+    after = builder.append_basic_block("micro_store")
+    switch = builder.switch(builder.extract_value(epi, 5), after)
+    incoming = [(before, outs)]
+    for flags in range(1, 8):
+        block = builder.append_basic_block(f"micro_epi{flags}")
+        switch.add_case(ir.Constant(i64, flags), block)
+        builder.position_at_end(block)
+        if flags & EPI_SCALE:
+            alpha = splat(builder.extract_value(epi, 3))
+            beta = splat(builder.extract_value(epi, 4))
+        done = []
+        for r in range(rows):
+            row = builder.gep(e_base, [builder.mul(e_si, ir.Constant(i64, r))])
+            for h in range(nv):
+                v = outs[nv * r + h]
+                if flags & EPI_SCALE:
+                    v = opaque(builder.fmul(alpha, v))
+                if flags & EPI_C:
+                    cv = vload(builder.gep(row, [ir.Constant(i64, h * lanes)]), h)
+                    v = builder.fadd(v, opaque(builder.fmul(beta, cv)) if flags & EPI_SCALE
+                                     else cv)
+                if flags & EPI_RELU:
+                    v = relu(v)
+                done.append(v)
+        incoming.append((builder.block, done))
+        builder.branch(after)
+    builder.position_at_end(after)
+    res = []
+    for i in range(len(outs)):
+        p = builder.phi(vty)
+        for block, vals in incoming:
+            p.add_incoming(vals[i], block)
+        res.append(p)
+    return res
 
 
 @intrinsic
@@ -240,11 +350,11 @@ _ARGS = "ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load"
 
 
 def _pick(masked: bool = False, half: bool = False):
-    """An inlined numba function pick(exact, h, <_ARGS>[, w]) that runs the micro-kernel for
+    """An inlined numba function pick(exact, h, <_ARGS>[, w], epi) that runs the micro-kernel for
     h rows (MR, 8 or 4; any other h reads MR rows of a padded panel) in the mode's
     arithmetic (see _make_micro for ``masked`` and ``half``)."""
     ns, lines = {}, []
-    args = _ARGS + (", w" if masked else "")
+    args = _ARGS + (", w" if masked else "") + ", epi"
     lines.append(f"def pick(exact, h, {args}):")
     for fused in (False, True):
         lines.append("    if exact:" if not fused else "    else:")
@@ -264,13 +374,15 @@ _narrow = _pick(masked=True, half=True)     # the first w columns, w fitting one
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")
-def micro_cols(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w):
+def micro_cols(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w,
+               epi):
     """``micro`` over the first w < NR columns only (h = MR, 8 or 4); one vector of columns
     where w fits in one."""
     if w * c.itemsize <= VBYTES:
-        _narrow(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
+        _narrow(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w,
+                epi)
     else:
-        _edge(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w)
+        _edge(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w, epi)
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
@@ -327,23 +439,30 @@ def _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, 
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk,
-                 ap, bp, cb, exact, btab):
+                 ap, bp, cb, exact, btab, epi):
     """out[oo + i*ldo + j] = A[i, :] @ B[:, j] for i < rows, j < cols (module docstring),
     NC columns at a time. ``ap``, ``bp``, ``cb``: scratch from carve(work, rows, cols, kk).
     A non-empty ``btab`` (B's columns contiguous) places B's row k at b[bo + btab[k]]
-    (NO_TABLE: at b[bo + k*b_sk])."""
+    (NO_TABLE: at b[bo + k*b_sk]). ``epi`` = (e, e_off, e_si, alpha, beta, flags): the
+    epilogue the micro-kernel applies as it stores (_micro_ir; e_off for the tile's
+    element (0, 0), e's columns contiguous); flags 0: none. Returns whether it was applied:
+    not where some rows fall to the padded edge path (then the caller makes its pass)."""
     if kk == 0:
         for i in range(rows):
             for j in range(cols):
                 out[oo + i * ldo + j] = 0
-        return
+        return False
     if rows < FEW_ROWS and b_sk == 1 and b_sj != 1 and btab.size == 0:
         _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, exact)
-        return
+        return False
+    fuse = FUSED_EPILOGUE and epi[5] != 0 and rows % MR in (0, 8, 4)
     nc = bp.size // max(1, min(KC, kk))
     for jc in range(0, cols, nc):
         _block(a, ao, a_si, a_sk, b, bo + jc * b_sj, b_sk, b_sj, out, oo + jc, ldo, rows,
-               min(nc, cols - jc), kk, ap, bp, cb, exact, btab)
+               min(nc, cols - jc), kk, ap, bp, cb, exact, btab,
+               (epi[0], epi[1] + jc, epi[2], epi[3], epi[4], epi[5] if fuse else 0))
+    return fuse
+
 
 
 NO_TABLE = np.zeros(0, dtype=np.int64)
@@ -351,7 +470,7 @@ NO_TABLE = np.zeros(0, dtype=np.int64)
 
 @njit(cache=True, nogil=True, error_model="numpy")
 def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, ap, bp, cb,
-           exact, btab):
+           exact, btab, epi):
     nr = cb.size // MR
     table = btab.size > 0
     # B's rows are read in place where its columns are contiguous (only edge panels are
@@ -365,6 +484,8 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
     # an edge panel of B (w < nr columns) goes to the masked kernel in place, unless some
     # row panel has a height without a kernel (those use the padded panel and a buffer)
     odd_rows = rows % MR not in (0, 8, 4)
+    none = (epi[0], epi[1], epi[2], epi[3], epi[4], 0)     # (the buffer path: tile_product
+                                                            # fuses no epilogue with odd rows)
     for pc in range(0, kk, KC):
         kc = min(KC, kk - pc)
         for jp in range(npan):
@@ -414,22 +535,25 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
                     else:
                         bsrc, boff, ldb = bp, jp * kc * nr, nr
                     rows_at = in_place and table     # B's rows by the table
+                    # the epilogue with the last block of k, on the sums in registers
+                    ep = (epi[0], epi[1] + i0 * epi[2] + j0, epi[2], epi[3], epi[4],
+                          epi[5] if pc + kc == kk else 0)
                     if direct_a and (h == MR or h == 8 or h == 4):
                         asrc, aoff, a_k, a_r = a, ao + i0 * a_si + pc, 1, a_si
                     else:
                         asrc, aoff, a_k, a_r = ap, ip * kc * MR, MR, 1
                     if w == nr and full_h and rows_at:
                         micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, (btab, pc), out, co,
-                              ldo, kc, pc > 0)
+                              ldo, kc, pc > 0, ep)
                     elif w == nr and full_h:
                         micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, out, co, ldo,
-                              kc, pc > 0)
+                              kc, pc > 0, ep)
                     elif full_h and rows_at:
                         micro_cols(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, (btab, pc), out,
-                                   co, ldo, kc, pc > 0, w)
+                                   co, ldo, kc, pc > 0, w, ep)
                     elif full_h:
                         micro_cols(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, out, co,
-                                   ldo, kc, pc > 0, w)
+                                   ldo, kc, pc > 0, w, ep)
                     else:
                         if pc > 0:
                             for ii in range(h):
@@ -438,10 +562,10 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
                         # (a direct A has exactly h rows: the h-row kernel reads no more)
                         if rows_at:
                             micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, (btab, pc), cb, 0,
-                                  nr, kc, pc > 0)
+                                  nr, kc, pc > 0, none)
                         else:
                             micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, cb, 0, nr,
-                                  kc, pc > 0)
+                                  kc, pc > 0, none)
                         for ii in range(h):
                             for jj in range(w):
                                 out[co + ii * ldo + jj] = cb[ii * nr + jj]

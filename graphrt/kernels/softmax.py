@@ -49,8 +49,14 @@ def _row_max(x):
 def _softmax_row(x, out):
     """Softmax of one row (x and out may be the same memory)."""
     m = _row_max(x)
-    for k in range(x.size):         # apart from the sum, so that this loop vectorises
-        out[k] = vexp(x[k] - m)
+    # apart from the sum, so that this loop vectorises; in place it reads out itself (two
+    # names for the same memory fail LLVM's overlap check, and its scalar loop runs)
+    if x.ctypes.data == out.ctypes.data:
+        for k in range(x.size):
+            out[k] = vexp(out[k] - m)
+    else:
+        for k in range(x.size):
+            out[k] = vexp(x[k] - m)
     s = out[0]
     for k in range(1, x.size):
         s = s + out[k]

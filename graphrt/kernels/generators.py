@@ -17,6 +17,7 @@ from .. import dtypes as _dt
 from ..errors import ErrorKind
 from .base import InferContext, OpKernel, RunContext, scratch
 from .broadcast import PARALLEL_MIN
+from . import fill
 from .cast import Cast
 from .expand import shape_input
 from .gather import Take, Window, blocks, c_strides, normalize_axis, word_of
@@ -24,13 +25,14 @@ from .jit import Variants
 from .layout import _word
 
 EXACT = False
-
+PARALLEL_FILL = 1 << 18     # bytes from which a fill is shared by the threads
 
 
 class Fill:
     """out[:] = value, written as words of the element's size (so every bit of the value,
-    a NaN's payload included, is copied), by numpy's fill: memory speed on one thread (32
-    GB/s here, where a numba loop reached 9); numpy's assignment for strings."""
+    a NaN's payload included, is copied): numpy's fill up to PARALLEL_FILL bytes, above it
+    fill.fill_blocks (threads share the blocks; streaming stores past fill.STREAM_BYTES);
+    numpy's assignment for strings."""
 
     __slots__ = ("word", "bits")
 
@@ -42,6 +44,9 @@ class Fill:
     def __call__(self, out: np.ndarray) -> None:
         if self.word is None:
             out[...] = self.bits
+        elif out.nbytes >= PARALLEL_FILL:
+            fill.fill_blocks(out.view(self.word), self.bits,
+                        fill.STREAMS and out.nbytes >= fill.STREAM_BYTES)
         elif out.size:
             out.view(self.word).fill(self.bits)
 

@@ -154,6 +154,7 @@ MIN_ROWS, MIN_COLS = 48, 64     # a tile is not cut below these (4 row panels, 2
 # cuts fall on whole micro-tiles (rows of MR, columns of NR = float32's 2 vectors, a whole
 # number of float64's), so no tile gets an edge panel the product does not have
 MR, NR = microkernel.MR, microkernel.nr_of(4)
+DOT_SLOWER = 16             # scalar FMA chains against two vectors of them a cycle
 
 # BLAS geometry vector layout (int64), filled by _plan_blas
 (_T_M, _T_N, _T_K, _T_MB, _T_NB, _T_TM, _T_TN, _T_KIND, _T_TA, _T_LDA, _T_A_SI, _T_TB, _T_LDB,
@@ -371,7 +372,10 @@ def _plan_blas(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=True
     fb = _operand(int(geo[_B_SK]), int(geo[_B_SJ]), k, n)
     if not own and (fa is None or fb is None or max(m, n, k, fa[1], fb[1]) > blas.INT_MAX):
         return None
-    mb, cb = _tiling(nb, m, n, k)
+    # a few rows over a transposed B run as scalar chains (microkernel._dot_rows), about
+    # DOT_SLOWER times the micro-kernel's time a multiply-add: tiles of the same time
+    dot = own and m < microkernel.FEW_ROWS and geo[_B_SK] == 1 and geo[_B_SJ] != 1
+    mb, cb = _tiling(nb, m, n, k * DOT_SLOWER if dot else k)
     g = np.zeros(20, dtype=np.int64)
     g[_T_M], g[_T_N], g[_T_K], g[_T_MB], g[_T_NB] = m, n, k, mb, cb
     g[_T_TM], g[_T_TN] = -(-m // max(1, mb)), -(-n // max(1, cb))

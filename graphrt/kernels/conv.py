@@ -223,10 +223,7 @@ def _add_bias(y, src, b, planes, m, p, sc, ow_, wq, sp):
                 row = src[t * sp + r * wq:t * sp + r * wq + ow_]
             for j in range(out.size):
                 v = scale_shift_relu(row[j], sv, bv, AFFINE, BIAS, RELU)
-                if EXACT and v != v:
-                    out[j] = np.nan
-                else:
-                    out[j] = v
+                out[j] = np.nan if EXACT and v != v else v
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

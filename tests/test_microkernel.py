@@ -12,7 +12,9 @@ from graphrt.kernels import microkernel as mk
 from .helpers import model_of
 
 SHAPES = [(1, 1, 1), (1, 7, 5), (13, 7, 37), (12, 256, 32), (25, 300, 70), (3, 513, 100),
-          (40, 0, 9), (97, 1031, 45), (2, 64, 600), (20, 300, 45), (16, 70, 33), (28, 9, 64)]
+          (40, 0, 9), (97, 1031, 45), (2, 64, 600), (20, 300, 45), (16, 70, 33), (28, 9, 64),
+          # last panels of 5 to 11 rows: a piece of 8 or 4 rows, then the last four again
+          (10, 300, 45), (22, 40, 70), (7, 520, 33), (17, 9, 64), (35, 257, 96)]
 
 
 def product(a, b, *, transposed_b=False, exact=False, table=False):
@@ -64,6 +66,8 @@ def test_bits_do_not_depend_on_m_n_or_position(dt):
         assert product(a[i:i + 1], b).tobytes() == full[i:i + 1].tobytes()
     assert product(a[5:30], b[:, 3:70]).tobytes() == \
         np.ascontiguousarray(full[5:30, 3:70]).tobytes()
+    for i0, i1 in ((1, 11), (3, 10), (0, 21)):     # last panels of 10, 7 and 9 rows (K > KC)
+        assert product(a[i0:i1], b).tobytes() == full[i0:i1].tobytes()
 
 
 def test_identical_rows_give_identical_results():

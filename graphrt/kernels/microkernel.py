@@ -481,17 +481,21 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
     # products, where a packed A element would serve only ``cols`` multiply-adds
     direct_a = a_sk == 1
     npan = (cols + nr - 1) // nr
-    # an edge panel of B (w < nr columns) goes to the masked kernel in place, unless some
-    # row panel has a height without a kernel (those use the padded panel and a buffer)
-    odd_rows = rows % MR not in (0, 8, 4)
-    none = (epi[0], epi[1], epi[2], epi[3], epi[4], 0)     # (the buffer path: tile_product
-                                                            # fuses no epilogue with odd rows)
+    # Only the last row panel can have a height without a kernel (rows % MR). Above four
+    # rows, with A read in place, it runs as an 8- or 4-row piece and then its last four
+    # rows (split_h below); else through a padded panel of A and a buffer (padded), and then
+    # an edge panel of B (w < nr columns) is packed too: elsewhere it goes to the masked
+    # kernel in place.
+    tail = rows % MR
+    padded = tail not in (0, 8, 4) and (tail < 4 or not direct_a)
+    none = (epi[0], epi[1], epi[2], epi[3], epi[4], 0)     # (tile_product fuses no
+                                                            # epilogue with such rows)
     for pc in range(0, kk, KC):
         kc = min(KC, kk - pc)
         for jp in range(npan):
             j0 = jp * nr
             w = min(nr, cols - j0)
-            if direct and (w == nr or not odd_rows):
+            if direct and (w == nr or not padded):
                 continue
             base = jp * kc * nr
             for k in range(kc):
@@ -511,7 +515,7 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
             for ip in range(mpan):
                 i0 = ic + ip * MR
                 h = min(MR, rows - i0)
-                if direct_a and (h == MR or h == 8 or h == 4):
+                if direct_a and h >= 4:
                     continue
                 base = ip * kc * MR
                 for k in range(kc):
@@ -529,7 +533,8 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
                     h = min(MR, rows - i0)
                     co = oo + i0 * ldo + j0
                     full_h = h == MR or h == 8 or h == 4
-                    in_place = direct and (w == nr or full_h)
+                    split_h = direct_a and not full_h and h > 4
+                    in_place = direct and (w == nr or full_h or split_h)
                     if in_place:
                         bsrc, boff, ldb = b, bo + (0 if table else pc * b_sk) + j0, b_sk
                     else:
@@ -538,37 +543,61 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
                     # the epilogue with the last block of k, on the sums in registers
                     ep = (epi[0], epi[1] + i0 * epi[2] + j0, epi[2], epi[3], epi[4],
                           epi[5] if pc + kc == kk else 0)
-                    if direct_a and (h == MR or h == 8 or h == 4):
+                    if direct_a and (full_h or split_h):
                         asrc, aoff, a_k, a_r = a, ao + i0 * a_si + pc, 1, a_si
                     else:
                         asrc, aoff, a_k, a_r = ap, ip * kc * MR, MR, 1
-                    if w == nr and full_h and rows_at:
-                        micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, (btab, pc), out, co,
-                              ldo, kc, pc > 0, ep)
-                    elif w == nr and full_h:
-                        micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, out, co, ldo,
-                              kc, pc > 0, ep)
-                    elif full_h and rows_at:
-                        micro_cols(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, (btab, pc), out,
-                                   co, ldo, kc, pc > 0, w, ep)
-                    elif full_h:
-                        micro_cols(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, out, co,
-                                   ldo, kc, pc > 0, w, ep)
+                    if full_h:
+                        _micro_at(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at,
+                                  btab, pc, out, co, ldo, kc, pc > 0, w, nr, ep)
+                    elif split_h:
+                        first = 8 if h > 8 else 4
+                        _micro_at(exact, first, a, aoff, 1, a_si, bsrc, boff, ldb, rows_at,
+                                  btab, pc, out, co, ldo, kc, pc > 0, w, nr, none)
+                        t = h - 4
+                        if pc == 0:
+                            # no partial sums wait in out: the rows the two pieces share get
+                            # the same bits again
+                            _micro_at(exact, 4, a, aoff + t * a_si, 1, a_si, bsrc, boff, ldb,
+                                      rows_at, btab, pc, out, co + t * ldo, ldo, kc, False, w,
+                                      nr, none)
+                        else:       # (through the buffer, keeping only rows first..h-1)
+                            for ii in range(4):
+                                for jj in range(w):
+                                    cb[ii * nr + jj] = out[co + (t + ii) * ldo + jj]
+                            _micro_at(exact, 4, a, aoff + t * a_si, 1, a_si, bsrc, boff, ldb,
+                                      rows_at, btab, pc, cb, 0, nr, kc, True, w, nr, none)
+                            for ii in range(first - t, 4):
+                                for jj in range(w):
+                                    out[co + (t + ii) * ldo + jj] = cb[ii * nr + jj]
                     else:
                         if pc > 0:
                             for ii in range(h):
                                 for jj in range(w):
                                     cb[ii * nr + jj] = out[co + ii * ldo + jj]
                         # (a direct A has exactly h rows: the h-row kernel reads no more)
-                        if rows_at:
-                            micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, (btab, pc), cb, 0,
-                                  nr, kc, pc > 0, none)
-                        else:
-                            micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, cb, 0, nr,
-                                  kc, pc > 0, none)
+                        _micro_at(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at,
+                                  btab, pc, cb, 0, nr, kc, pc > 0, nr, nr, none)
                         for ii in range(h):
                             for jj in range(w):
                                 out[co + ii * ldo + jj] = cb[ii * nr + jj]
+
+
+@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+def _micro_at(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at, btab, pc, c, co, ldc,
+              kc, load, w, nr, ep):
+    """micro (w = nr) or micro_cols (the first w columns) on h rows into c at co, B's rows
+    by btab from pc (rows_at) or ldb apart."""
+    if w == nr and rows_at:
+        micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, (btab, pc), c, co, ldc, kc, load, ep)
+    elif w == nr:
+        micro(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, c, co, ldc, kc, load, ep)
+    elif rows_at:
+        micro_cols(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, (btab, pc), c, co, ldc, kc,
+                   load, w, ep)
+    else:
+        micro_cols(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, c, co, ldc, kc, load, w,
+                   ep)
 
 
 @njit(cache=True, nogil=True)

@@ -22,7 +22,7 @@ def product(a, b, *, transposed_b=False, exact=False, table=False):
     n = b.shape[0] if transposed_b else b.shape[1]
     out = np.full(m * n, np.nan, a.dtype)
     ap, bp, cb = mk.carve(mk.work_for(out.dtype)[0], m, n, k)
-    plain = (out, 0, 0, 0.0, 0.0, 0)        # no epilogue
+    plain = (out, 0, 0, 0)        # no epilogue
     if transposed_b:    # b holds B^T (n, k): B[k, j] at j * k + k
         mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, 1, k, out, 0, n, m, n, k,
                         ap, bp, cb, exact, mk.NO_TABLE, plain)

@@ -272,10 +272,10 @@ def test_fast_product_for_other_kernels(path, monkeypatch):
                                                (1.0, -2.0, "m"), (-1.5, 1.0, 0), (1.0, 1.0, 0)])
 @pytest.mark.parametrize("relu", [False, True])
 def test_epilogue_in_the_micro_kernel_gives_the_pass_bits(mode, dt, alpha, beta, c_rows, relu):
-    """24 rows (whole micro-tiles: the micro-kernel applies C, alpha, beta and Relu as it
-    stores) and the same rows plus one (an edge panel: the separate pass over the tile) give
-    the same bits, NaN, infinities and signed zeros included. c_rows: C as a bias row (1),
-    a full matrix ("m"), a column (None: read across, never fused) or no C (0)."""
+    """24 rows (whole micro-tiles: where alpha = beta = 1 the micro-kernel adds C and applies
+    Relu as it stores) and the same rows plus one (an edge panel: the separate pass over the
+    tile) give the same bits, NaN, infinities and signed zeros included. c_rows: C as a bias
+    row (1), a full matrix ("m"), a column (None: read across, never fused) or no C (0)."""
     rng = np.random.default_rng(11)
     k, n = 40, 70
     a = rng.standard_normal((25, k)).astype(NP[dt])

@@ -167,22 +167,15 @@ RELU = None
 @njit(cache=True, nogil=True, inline="always")
 def _epilogue_of(gemm, g, c, out, o, r0, j0, alpha, beta, one):
     """The micro-kernel's epilogue (microkernel.tile_product's ``epi``) for a tile at row r0,
-    column j0 of the output (element o of out): Gemm's C and alpha where C's columns are
-    contiguous, then an absorbed Relu; none where C is read otherwise (the pass does it)."""
-    flags = 0
-    e, e_off, e_si = out, o, g[_T_N]
+    column j0 of the output (element o of out): Gemm's C where alpha = beta = 1 and C's
+    columns are contiguous, then an absorbed Relu; none where Gemm scales (the pass does it,
+    the Relu after it)."""
+    if gemm and (alpha != one or (g[_T_HAS_C] != 0 and (beta != one or g[_T_C_SJ] != 1))):
+        return (out, o, g[_T_N], 0)
+    flags = microkernel.EPI_RELU if g[_T_RELU] != 0 else 0
     if gemm and g[_T_HAS_C] != 0:
-        if g[_T_C_SJ] != 1:
-            return (e, e_off, e_si, 0.0, 0.0, 0)
-        flags = microkernel.EPI_C
-        e, e_off, e_si = c, r0 * g[_T_C_SI] + j0, g[_T_C_SI]
-        if alpha != one or beta != one:
-            flags |= microkernel.EPI_SCALE
-    elif gemm and alpha != one:
-        flags = microkernel.EPI_SCALE
-    if g[_T_RELU] != 0:
-        flags |= microkernel.EPI_RELU
-    return (e, e_off, e_si, np.float64(alpha), np.float64(beta), flags)
+        return (c, r0 * g[_T_C_SI] + j0, g[_T_C_SI], flags | microkernel.EPI_C)
+    return (out, o, g[_T_N], flags)
 
 
 def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work, btab):

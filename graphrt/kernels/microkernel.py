@@ -94,10 +94,9 @@ def _micro_ir(rows, fused, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, k
     multiply-add (a packed A panel has a_k = MR, a_r = 1). An ldb given as a pair (tab,
     t_off) reads B's row k at bp[b_off + tab[t_off + k]] instead: rows anywhere, as an
     implicit-GEMM convolution finds them in its input planes. ``nv``: vectors of columns
-    (NR = 2 of them; 1 for a narrow masked edge). ``epi`` = (e, e_off, e_si, alpha, beta,
-    flags): Gemm's epilogue on the sums before they are stored (see EPI_C; alpha and beta
-    float64 holding values of the element type), the same operations as its separate pass;
-    flags 0: none."""
+    (NR = 2 of them; 1 for a narrow masked edge). ``epi`` = (e, e_off, e_si, flags): Gemm's
+    epilogue on the sums before they are stored (see EPI_C), the same operations as its
+    separate pass; flags 0: none."""
     dt = ap.dtype
     masked = w is not None
     table = isinstance(ldb, types.BaseTuple)
@@ -242,10 +241,8 @@ FUSED_EPILOGUE = llb.get_process_triple().startswith("x86_64") and VBYTES >= 32
 if FUSED_EPILOGUE:
     llb.initialize_native_asmparser()       # (numba does not: instructions in asm need it)
 # epilogue flags (micro-kernel ``epi``), applied in this order to a finished sum v
-EPI_C = 1       # v = v + e[e_off + r*e_si + j]
-EPI_SCALE = 2   # v = alpha * v, and with EPI_C: alpha * v + beta * e[...] (each rounded)
-EPI_RELU = 4    # v = v if not v <= 0 else 0 (NaN kept)
-# (multiplying by 1 changes no bits, so EPI_C alone is Gemm's alpha = beta = 1)
+EPI_C = 1       # v = v + e[e_off + r*e_si + j] (Gemm's C with alpha = beta = 1)
+EPI_RELU = 2    # v = v if not v <= 0 else 0 (NaN kept)
 
 
 def _epilogue_ir(context, builder, ety, epi, outs, rows, nv, vty, vload):
@@ -255,29 +252,14 @@ def _epilogue_ir(context, builder, ety, epi, outs, rows, nv, vty, vload):
     if not FUSED_EPILOGUE:
         return outs
     i64 = ir.IntType(64)
-    i32 = ir.IntType(32)
     lanes = vty.count
     e = context.make_array(ety.types[0])(context, builder, builder.extract_value(epi, 0))
     e_base = builder.gep(e.data, [builder.extract_value(epi, 1)])
     e_si = builder.extract_value(epi, 2)
     zero = ir.Constant(vty, [0.0] * lanes)
-
-    def splat(x):
-        # alpha and beta come as float64 holding values of the element type: narrowing is
-        # exact
-        if vty.element != ir.DoubleType():
-            x = builder.fptrunc(x, vty.element)
-        v = builder.insert_element(ir.Constant(vty, ir.Undefined), x, ir.Constant(i32, 0))
-        return builder.shuffle_vector(v, ir.Constant(vty, ir.Undefined),
-                                      ir.Constant(ir.VectorType(i32, lanes), [0] * lanes))
-
-    # A fast variant's module gets fast-math flags (jit.FAST_MATH) on every float
-    # instruction, these included: an empty asm statement on each product keeps LLVM from
-    # contracting it into an FMA with the add, and Relu is assembly (under nsz a compare and
-    # select may become a max that keeps -0, and an add of +0 is dropped).
-    def opaque(x):
-        return builder.asm(ir.FunctionType(vty, [vty]), "", "=v,0", [x], False)
-
+    # Relu is assembly: a fast variant's module gets fast-math flags (jit.FAST_MATH) on every
+    # float instruction, these included, and under nsz a compare and select may become a max
+    # that keeps -0, and an add of +0 is dropped.
     sfx = "pd" if vty.element == ir.DoubleType() else "ps"
     relu_asm = f"vmax{sfx} $1, $2, $0\n\tvadd{sfx} $2, $0, $0"
 
@@ -288,26 +270,19 @@ def _epilogue_ir(context, builder, ety, epi, outs, rows, nv, vty, vload):
 
     before = builder.block
     after = builder.append_basic_block("micro_store")
-    switch = builder.switch(builder.extract_value(epi, 5), after)
+    switch = builder.switch(builder.extract_value(epi, 3), after)
     incoming = [(before, outs)]
-    for flags in range(1, 8):
+    for flags in (EPI_C, EPI_RELU, EPI_C | EPI_RELU):
         block = builder.append_basic_block(f"micro_epi{flags}")
         switch.add_case(ir.Constant(i64, flags), block)
         builder.position_at_end(block)
-        if flags & EPI_SCALE:
-            alpha = splat(builder.extract_value(epi, 3))
-            beta = splat(builder.extract_value(epi, 4))
         done = []
         for r in range(rows):
             row = builder.gep(e_base, [builder.mul(e_si, ir.Constant(i64, r))])
             for h in range(nv):
                 v = outs[nv * r + h]
-                if flags & EPI_SCALE:
-                    v = opaque(builder.fmul(alpha, v))
                 if flags & EPI_C:
-                    cv = vload(builder.gep(row, [ir.Constant(i64, h * lanes)]), h)
-                    v = builder.fadd(v, opaque(builder.fmul(beta, cv)) if flags & EPI_SCALE
-                                     else cv)
+                    v = builder.fadd(v, vload(builder.gep(row, [ir.Constant(i64, h * lanes)]), h))
                 if flags & EPI_RELU:
                     v = relu(v)
                 done.append(v)
@@ -443,7 +418,7 @@ def tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols,
     """out[oo + i*ldo + j] = A[i, :] @ B[:, j] for i < rows, j < cols (module docstring),
     NC columns at a time. ``ap``, ``bp``, ``cb``: scratch from carve(work, rows, cols, kk).
     A non-empty ``btab`` (B's columns contiguous) places B's row k at b[bo + btab[k]]
-    (NO_TABLE: at b[bo + k*b_sk]). ``epi`` = (e, e_off, e_si, alpha, beta, flags): the
+    (NO_TABLE: at b[bo + k*b_sk]). ``epi`` = (e, e_off, e_si, flags): the
     epilogue the micro-kernel applies as it stores (_micro_ir; e_off for the tile's
     element (0, 0), e's columns contiguous); flags 0: none. Returns whether it was applied:
     not where some rows fall to the padded edge path (then the caller makes its pass)."""
@@ -455,12 +430,12 @@ def tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols,
     if rows < FEW_ROWS and b_sk == 1 and b_sj != 1 and btab.size == 0:
         _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, exact)
         return False
-    fuse = FUSED_EPILOGUE and epi[5] != 0 and rows % MR in (0, 8, 4)
+    fuse = FUSED_EPILOGUE and epi[3] != 0 and rows % MR in (0, 8, 4)
     nc = bp.size // max(1, min(KC, kk))
     for jc in range(0, cols, nc):
         _block(a, ao, a_si, a_sk, b, bo + jc * b_sj, b_sk, b_sj, out, oo + jc, ldo, rows,
                min(nc, cols - jc), kk, ap, bp, cb, exact, btab,
-               (epi[0], epi[1] + jc, epi[2], epi[3], epi[4], epi[5] if fuse else 0))
+               (epi[0], epi[1] + jc, epi[2], epi[3] if fuse else 0))
     return fuse
 
 
@@ -488,8 +463,7 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
     # kernel in place.
     tail = rows % MR
     padded = tail not in (0, 8, 4) and (tail < 4 or not direct_a)
-    none = (epi[0], epi[1], epi[2], epi[3], epi[4], 0)     # (tile_product fuses no
-                                                            # epilogue with such rows)
+    none = (epi[0], epi[1], epi[2], 0)     # (tile_product fuses no epilogue with such rows)
     for pc in range(0, kk, KC):
         kc = min(KC, kk - pc)
         for jp in range(npan):
@@ -541,8 +515,8 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
                         bsrc, boff, ldb = bp, jp * kc * nr, nr
                     rows_at = in_place and table     # B's rows by the table
                     # the epilogue with the last block of k, on the sums in registers
-                    ep = (epi[0], epi[1] + i0 * epi[2] + j0, epi[2], epi[3], epi[4],
-                          epi[5] if pc + kc == kk else 0)
+                    ep = (epi[0], epi[1] + i0 * epi[2] + j0, epi[2],
+                          epi[3] if pc + kc == kk else 0)
                     if direct_a and (full_h or split_h):
                         asrc, aoff, a_k, a_r = a, ao + i0 * a_si + pc, 1, a_si
                     else:
@@ -550,37 +524,35 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
                     if full_h:
                         _micro_at(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at,
                                   btab, pc, out, co, ldo, kc, pc > 0, w, nr, ep)
-                    elif split_h:
-                        first = 8 if h > 8 else 4
-                        _micro_at(exact, first, a, aoff, 1, a_si, bsrc, boff, ldb, rows_at,
-                                  btab, pc, out, co, ldo, kc, pc > 0, w, nr, none)
-                        t = h - 4
-                        if pc == 0:
-                            # no partial sums wait in out: the rows the two pieces share get
-                            # the same bits again
-                            _micro_at(exact, 4, a, aoff + t * a_si, 1, a_si, bsrc, boff, ldb,
-                                      rows_at, btab, pc, out, co + t * ldo, ldo, kc, False, w,
-                                      nr, none)
-                        else:       # (through the buffer, keeping only rows first..h-1)
-                            for ii in range(4):
+                        continue
+                    # Other heights share one call site (each inlines the whole kernel
+                    # family). A split panel is two pieces: 8 or 4 rows, then its last four
+                    # rows; rows both cover get the same bits again, except where partial
+                    # sums wait in out (pc > 0): there the second piece goes through the
+                    # buffer and only its new rows are kept. A padded panel goes through the
+                    # buffer.
+                    first = 8 if h > 8 else 4
+                    for piece in range(2 if split_h else 1):
+                        kh, r0, keep, n_in = h, 0, 0, h
+                        if split_h:
+                            kh = first if piece == 0 else 4
+                            r0 = 0 if piece == 0 else h - 4
+                            keep, n_in = first - r0, 4
+                        buffered = not split_h or (piece == 1 and pc > 0)
+                        if buffered:
+                            if pc > 0:
+                                for ii in range(n_in):
+                                    for jj in range(w):
+                                        cb[ii * nr + jj] = out[co + (r0 + ii) * ldo + jj]
+                            ct, cto, ctl, wk = cb, 0, nr, nr if not split_h else w
+                        else:
+                            ct, cto, ctl, wk = out, co + r0 * ldo, ldo, w
+                        _micro_at(exact, kh, asrc, aoff + r0 * a_r, a_k, a_r, bsrc, boff, ldb,
+                                  rows_at, btab, pc, ct, cto, ctl, kc, pc > 0, wk, nr, none)
+                        if buffered:
+                            for ii in range(keep, n_in):
                                 for jj in range(w):
-                                    cb[ii * nr + jj] = out[co + (t + ii) * ldo + jj]
-                            _micro_at(exact, 4, a, aoff + t * a_si, 1, a_si, bsrc, boff, ldb,
-                                      rows_at, btab, pc, cb, 0, nr, kc, True, w, nr, none)
-                            for ii in range(first - t, 4):
-                                for jj in range(w):
-                                    out[co + (t + ii) * ldo + jj] = cb[ii * nr + jj]
-                    else:
-                        if pc > 0:
-                            for ii in range(h):
-                                for jj in range(w):
-                                    cb[ii * nr + jj] = out[co + ii * ldo + jj]
-                        # (a direct A has exactly h rows: the h-row kernel reads no more)
-                        _micro_at(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at,
-                                  btab, pc, cb, 0, nr, kc, pc > 0, nr, nr, none)
-                        for ii in range(h):
-                            for jj in range(w):
-                                out[co + ii * ldo + jj] = cb[ii * nr + jj]
+                                    out[co + (r0 + ii) * ldo + jj] = cb[ii * nr + jj]
 
 
 @njit(cache=True, nogil=True, error_model="numpy", inline="always")

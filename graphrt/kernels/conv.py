@@ -289,10 +289,10 @@ def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work):
         col = cols[slot, :kk * (p1 - p0)]
         _im2col_block(x, col, g, kk, p0, p1, (img * g[_C] + gi * cg) * in_size)
         ap, bp, cb = microkernel.carve(work[slot], rows, p1 - p0, kk)
-        microkernel.tile_product(w, (gi * mg + m0) * kk, kk, 1, col, 0, p1 - p0, 1, y,
-                                 (img * groups * mg + gi * mg + m0) * p_ + p0, p_, rows,
-                                 p1 - p0, kk, ap, bp, cb, False, microkernel.NO_TABLE,
-                                 (y, 0, 0, 0))
+        microkernel.tile_product_fast(w, (gi * mg + m0) * kk, kk, 1, col, 0, p1 - p0, 1, y,
+                                      (img * groups * mg + gi * mg + m0) * p_ + p0, p_, rows,
+                                      p1 - p0, kk, ap, bp, cb, False, microkernel.NO_TABLE,
+                                      (y, 0, 0, 0))
 
 
 @njit(cache=True, nogil=True, error_model="numpy")

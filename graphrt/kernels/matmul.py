@@ -215,11 +215,14 @@ def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work, btab):
         fused = False
         if OWN:
             ap, bp, cb = microkernel.carve(work[numba.get_thread_id()], r1 - r0, w, kk)
-            fused = microkernel.tile_product(
-                a, offa[batch] + r0 * a_si, a_si, g[_T_A_SK], b, offb[batch] + j0 * b_sj,
-                g[_T_B_SK], b_sj, out, oo + r0 * n + j0, n, r1 - r0, w, kk, ap, bp, cb, EXACT,
-                btab, _epilogue_of(GEMM, g, c, out, oo + r0 * n + j0, r0, j0, alpha, beta,
-                                   unit[0]))
+            args = (a, offa[batch] + r0 * a_si, a_si, g[_T_A_SK], b, offb[batch] + j0 * b_sj,
+                    g[_T_B_SK], b_sj, out, oo + r0 * n + j0, n, r1 - r0, w, kk, ap, bp, cb,
+                    EXACT, btab, _epilogue_of(GEMM, g, c, out, oo + r0 * n + j0, r0, j0, alpha,
+                                              beta, unit[0]))
+            if EXACT:       # (a constant: only this mode's kernels are compiled)
+                fused = microkernel.tile_product_exact(*args)
+            else:
+                fused = microkernel.tile_product_fast(*args)
         else:
             blas.XXGEMM(kind, tb, ta, w, r1 - r0, kk, blas.ptr(unit, 0),
                         blas.ptr(b, offb[batch] + j0 * b_sj), ldb,

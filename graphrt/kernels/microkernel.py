@@ -32,6 +32,8 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .jit import _rebind
+
 
 # Kernels that call into this module bind SOURCE_TAG (jit.Variants hashes it into their
 # names), so an edit here (the IR generator included) renames them in numba's cache.
@@ -324,31 +326,36 @@ def step(exact, x, y, acc):
 _ARGS = "ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load"
 
 
-def _pick(masked: bool = False, half: bool = False):
+def _pick(masked: bool = False, half: bool = False, only=None):
     """An inlined numba function pick(exact, h, <_ARGS>[, w], epi) that runs the micro-kernel for
     h rows (MR, 8 or 4; any other h reads MR rows of a padded panel) in the mode's
     arithmetic (see _make_micro for ``masked`` and ``half``)."""
     ns, lines = {}, []
     args = _ARGS + (", w" if masked else "") + ", epi"
     lines.append(f"def pick(exact, h, {args}):")
-    for fused in (False, True):
-        lines.append("    if exact:" if not fused else "    else:")
+    modes = (False, True) if only is None else (only == "fast",)
+    for fused in modes:
+        pad = "        "
+        if len(modes) == 1:
+            pad = "    "
+        else:
+            lines.append("    if exact:" if not fused else "    else:")
         for i, rows in enumerate((8, 4, MR)):
             name = f"k_{rows}_{int(fused)}"
             ns[name] = _make_micro(rows, fused, masked, half)
-            lines.append("        " + (f"if h == {rows}:", f"elif h == {rows}:", "else:")[i])
-            lines.append(f"            {name}({args})")
+            lines.append(pad + (f"if h == {rows}:", f"elif h == {rows}:", "else:")[i])
+            lines.append(f"{pad}    {name}({args})")
     exec("\n".join(lines), ns)
     return njit(nogil=True, error_model="numpy", inline="always")(ns["pick"])
 
 
-# micro(exact, h, ...): full NR-column tiles; ldb an int, or a pair (tab, t_off) (_micro_ir)
-micro = _pick()
-_edge = _pick(masked=True)              # the first w < NR columns
-_narrow = _pick(masked=True, half=True)     # the first w columns, w fitting one vector
+# The kernel families are built per mode (_family): a kernel built for both would carry
+# both modes' micro-kernels at each call site, and compile twice as long.
+# micro(exact, h, ...): full NR-column tiles; ldb an int, or a pair (tab, t_off) (_micro_ir);
+# _edge: the first w < NR columns; _narrow: the first w columns, w fitting one vector.
+micro = _edge = _narrow = None
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def micro_cols(exact, h, ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load, w,
                epi):
     """``micro`` over the first w < NR columns only (h = MR, 8 or 4); one vector of columns
@@ -412,8 +419,7 @@ def _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, 
                     out[oo + i * ldo + j] = s0
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
-def tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk,
+def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk,
                  ap, bp, cb, exact, btab, epi):
     """out[oo + i*ldo + j] = A[i, :] @ B[:, j] for i < rows, j < cols (module docstring),
     NC columns at a time. ``ap``, ``bp``, ``cb``: scratch from carve(work, rows, cols, kk).
@@ -443,7 +449,6 @@ def tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols,
 NO_TABLE = np.zeros(0, dtype=np.int64)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
 def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, ap, bp, cb,
            exact, btab, epi):
     nr = cb.size // MR
@@ -555,7 +560,6 @@ def _block(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, a
                                     out[co + (r0 + ii) * ldo + jj] = cb[ii * nr + jj]
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
 def _micro_at(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at, btab, pc, c, co, ldc,
               kc, load, w, nr, ep):
     """micro (w = nr) or micro_cols (the first w columns) on h rows into c at co, B's rows
@@ -570,6 +574,36 @@ def _micro_at(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at, btab, pc
     else:
         micro_cols(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, c, co, ldc, kc, load, w,
                    ep)
+
+
+def _family(only: str):
+    """tile_product for one mode's arithmetic ("fast" or "exact"): the templates above bound
+    to that mode's micro-kernels."""
+    g = {"micro": _pick(only=only), "_edge": _pick(masked=True, only=only),
+         "_narrow": _pick(masked=True, half=True, only=only)}
+    inline = dict(nogil=True, error_model="numpy", inline="always")
+    g["micro_cols"] = njit(**inline)(_rebind(micro_cols, f"micro_cols_{only}", g))
+    g["_micro_at"] = njit(**inline)(_rebind(_micro_at, f"micro_at_{only}", g))
+    g["_block"] = njit(cache=True, nogil=True, error_model="numpy")(
+        _rebind(_block, f"block_{only}", g))
+    return njit(cache=True, nogil=True, error_model="numpy")(
+        _rebind(_tile_product, f"tile_product_{only}", g))
+
+
+tile_product_fast = _family("fast")
+tile_product_exact = _family("exact")
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk,
+                 ap, bp, cb, exact, btab, epi):
+    """_tile_product in the mode ``exact`` asks for (kernels of one mode call
+    tile_product_fast or tile_product_exact, so only that family is compiled)."""
+    if exact:
+        return tile_product_exact(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows,
+                                  cols, kk, ap, bp, cb, True, btab, epi)
+    return tile_product_fast(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols,
+                             kk, ap, bp, cb, False, btab, epi)
 
 
 @njit(cache=True, nogil=True)

@@ -284,7 +284,8 @@ def _epilogue_ir(context, builder, ety, epi, outs, rows, nv, vty, vload):
             for h in range(nv):
                 v = outs[nv * r + h]
                 if flags & EPI_C:
-                    v = builder.fadd(v, vload(builder.gep(row, [ir.Constant(i64, h * lanes)]), h))
+                    cv = vload(builder.gep(row, [ir.Constant(i64, h * lanes)]), h)
+                    v = builder.fadd(v, cv)
                 if flags & EPI_RELU:
                     v = relu(v)
                 done.append(v)
@@ -326,25 +327,19 @@ def step(exact, x, y, acc):
 _ARGS = "ap, a_off, a_k, a_r, bp, b_off, ldb, c, c_off, ldc, kc, load"
 
 
-def _pick(masked: bool = False, half: bool = False, only=None):
-    """An inlined numba function pick(exact, h, <_ARGS>[, w], epi) that runs the micro-kernel for
-    h rows (MR, 8 or 4; any other h reads MR rows of a padded panel) in the mode's
-    arithmetic (see _make_micro for ``masked`` and ``half``)."""
+def _pick(fused: bool, masked: bool = False, half: bool = False):
+    """An inlined numba function pick(exact, h, <_ARGS>[, w], epi) that runs the micro-kernel
+    for h rows (MR, 8 or 4; any other h reads MR rows of a padded panel) in one mode's
+    arithmetic, ``fused`` (fast mode) or not (see _make_micro for ``masked`` and ``half``);
+    ``exact`` is there for the callers' signature: the families are built per mode."""
     ns, lines = {}, []
     args = _ARGS + (", w" if masked else "") + ", epi"
     lines.append(f"def pick(exact, h, {args}):")
-    modes = (False, True) if only is None else (only == "fast",)
-    for fused in modes:
-        pad = "        "
-        if len(modes) == 1:
-            pad = "    "
-        else:
-            lines.append("    if exact:" if not fused else "    else:")
-        for i, rows in enumerate((8, 4, MR)):
-            name = f"k_{rows}_{int(fused)}"
-            ns[name] = _make_micro(rows, fused, masked, half)
-            lines.append(pad + (f"if h == {rows}:", f"elif h == {rows}:", "else:")[i])
-            lines.append(f"{pad}    {name}({args})")
+    for i, rows in enumerate((8, 4, MR)):
+        name = f"k_{rows}"
+        ns[name] = _make_micro(rows, fused, masked, half)
+        lines.append("    " + (f"if h == {rows}:", f"elif h == {rows}:", "else:")[i])
+        lines.append(f"        {name}({args})")
     exec("\n".join(lines), ns)
     return njit(nogil=True, error_model="numpy", inline="always")(ns["pick"])
 
@@ -579,8 +574,9 @@ def _micro_at(exact, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at, btab, pc
 def _family(only: str):
     """tile_product for one mode's arithmetic ("fast" or "exact"): the templates above bound
     to that mode's micro-kernels."""
-    g = {"micro": _pick(only=only), "_edge": _pick(masked=True, only=only),
-         "_narrow": _pick(masked=True, half=True, only=only)}
+    fused = only == "fast"
+    g = {"micro": _pick(fused), "_edge": _pick(fused, masked=True),
+         "_narrow": _pick(fused, masked=True, half=True)}
     inline = dict(nogil=True, error_model="numpy", inline="always")
     g["micro_cols"] = njit(**inline)(_rebind(micro_cols, f"micro_cols_{only}", g))
     g["_micro_at"] = njit(**inline)(_rebind(_micro_at, f"micro_at_{only}", g))

@@ -68,7 +68,7 @@ def main(argv=None) -> int:
     unknown = sorted(set(args.models) - set(CASES))
     if unknown:
         ap.error(f"unknown models {unknown}")
-    from graphrt.kernels import blas
+    from graphrt.kernels.gemm import blas
     start = load()
     lines = ["| model | threads | loop ms | blas ms | tiles ms | onnxruntime ms | "
              "loop / ort | blas / ort | tiles / ort |", "|---|---|---|---|---|---|---|---|---|"]

@@ -294,7 +294,7 @@ def header(argv, mem, load_start) -> str:
     import numba
     import onnxruntime
     import graphrt
-    from graphrt.kernels import blas
+    from graphrt.kernels.gemm import blas
     lines = [
         f"Command: `{shlex.join(['python', '-m', 'benchmarks.run', *argv])}`"
         + (f" with {', '.join(f'{k}={os.environ[k]}' for k in ENV_SHOWN if k in os.environ)}"

@@ -37,7 +37,7 @@ by reference, so their module must be importable where the session is unpickled.
 """
 from __future__ import annotations
 
-from .kernels.base import InferContext, NodeInfo, OpDef, OpKernel, RunContext
+from .kernels.core.base import InferContext, NodeInfo, OpDef, OpKernel, RunContext
 from .kernels.table import DEFAULT, OperatorTable
 
 __all__ = ["custom_operators", "OpDef", "OpKernel", "NodeInfo", "InferContext", "RunContext",

@@ -14,7 +14,7 @@ import numpy as np
 from . import dtypes
 from .errors import ErrorKind, SessionError
 from .ir import IrGraph, IrModel, TensorInfo
-from .kernels.base import NodeInfo, OpKernel
+from .kernels.core.base import NodeInfo, OpKernel
 from .kernels.table import DEFAULT, OperatorTable
 from .options import CancelToken, SessionOptions, WeightStorage
 

@@ -13,7 +13,7 @@ from .errors import ErrorKind, SessionError
 from .graph import CompiledGraph
 from .importer import read_model
 from .ir import TensorInfo
-from .kernels.paths import best_path
+from .kernels.core.paths import best_path
 from .kernels.table import DEFAULT, OperatorTable
 from .options import CancelToken, SessionOptions
 from .passes.export import to_onnx

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from graphrt import ErrorKind, SessionOptions
-from graphrt.kernels import conv as conv_module
+from graphrt.kernels.nn import conv as conv_module
 
 from .test_reduce_ops import bits, close, expect_error, i64, ours, rand, reference
 

@@ -30,8 +30,8 @@ from hypothesis import strategies as st
 from onnx import TensorProto, helper
 
 import graphrt
-from graphrt.kernels.broadcast import PARALLEL_MIN
-from graphrt.kernels.matmul import PARALLEL_WORK
+from graphrt.kernels.core.broadcast import PARALLEL_MIN
+from graphrt.kernels.gemm.matmul import PARALLEL_WORK
 from graphrt.plan.execute import execute
 
 from .models import const, make

@@ -13,7 +13,7 @@ import sys
 import numpy as np
 import pytest
 
-from graphrt.kernels import exactmath as xm
+from graphrt.kernels.math import exactmath as xm
 
 mp = pytest.importorskip("mpmath").mp
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -8,7 +8,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import graphrt
-from graphrt.kernels import fill, generators
+from graphrt.kernels.core import fill
+from graphrt.kernels.tensor import generators
 
 from .models import make, tensor
 

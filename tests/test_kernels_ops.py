@@ -13,13 +13,13 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from graphrt.errors import ErrorKind  # noqa: E402
-from graphrt.kernels.base import InferContext, NodeInfo, RunContext  # noqa: E402
-from graphrt.kernels.cast import Cast  # noqa: E402
-from graphrt.kernels.constants import Constant, Shape  # noqa: E402
-from graphrt.kernels.layout import Concat, Transpose  # noqa: E402
-from graphrt.kernels.matmul import Gemm, MatMul  # noqa: E402
-from graphrt.kernels.softmax import Softmax  # noqa: E402
-from graphrt.kernels.views import Flatten, Identity, Reshape, Squeeze, Unsqueeze  # noqa: E402
+from graphrt.kernels.core.base import InferContext, NodeInfo, RunContext  # noqa: E402
+from graphrt.kernels.elementwise.cast import Cast  # noqa: E402
+from graphrt.kernels.tensor.constants import Constant, Shape  # noqa: E402
+from graphrt.kernels.tensor.layout import Concat, Transpose  # noqa: E402
+from graphrt.kernels.gemm.matmul import Gemm, MatMul  # noqa: E402
+from graphrt.kernels.nn.softmax import Softmax  # noqa: E402
+from graphrt.kernels.tensor.views import Flatten, Identity, Reshape, Squeeze, Unsqueeze  # noqa: E402
 
 from .helpers import NODE, expect_error, i64, rand  # noqa: E402
 

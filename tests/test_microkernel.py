@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import graphrt
-from graphrt.kernels import microkernel as mk
+from graphrt.kernels.gemm import microkernel as mk
 
 from .helpers import model_of
 
@@ -17,6 +17,10 @@ SHAPES = [(1, 1, 1), (1, 7, 5), (13, 7, 37), (12, 256, 32), (25, 300, 70), (3, 5
           (10, 300, 45), (22, 40, 70), (7, 520, 33), (17, 9, 64), (35, 257, 96)]
 
 
+def tile_product(exact):
+    return mk.tile_product_exact if exact else mk.tile_product_fast
+
+
 def product(a, b, *, transposed_b=False, exact=False, table=False):
     m, k = a.shape
     n = b.shape[0] if transposed_b else b.shape[1]
@@ -24,16 +28,16 @@ def product(a, b, *, transposed_b=False, exact=False, table=False):
     ap, bp, cb = mk.carve(mk.work_for(out.dtype)[0], m, n, k)
     plain = (out, 0, 0, 0)        # no epilogue
     if transposed_b:    # b holds B^T (n, k): B[k, j] at j * k + k
-        mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, 1, k, out, 0, n, m, n, k,
+        tile_product(exact)(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, 1, k, out, 0, n, m, n, k,
                         ap, bp, cb, exact, mk.NO_TABLE, plain)
     elif table:         # B's rows in reverse order, n + 3 apart, found through the table
         src = np.full((k, n + 3), np.nan, a.dtype)
         src[::-1, 2:n + 2] = b
         tab = np.arange(k - 1, -1, -1, dtype=np.int64) * (n + 3) + 2
-        mk.tile_product(a.reshape(-1), 0, k, 1, src.reshape(-1), 0, 0, 1, out, 0, n, m, n, k,
+        tile_product(exact)(a.reshape(-1), 0, k, 1, src.reshape(-1), 0, 0, 1, out, 0, n, m, n, k,
                         ap, bp, cb, exact, tab, plain)
     else:
-        mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, n, 1, out, 0, n, m, n, k,
+        tile_product(exact)(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, n, 1, out, 0, n, m, n, k,
                         ap, bp, cb, exact, mk.NO_TABLE, plain)
     return out.reshape(m, n)
 
@@ -92,7 +96,7 @@ def test_conv_channels_with_equal_weights_tie_in_fast_mode():
 def test_conv_tiles_equal_the_whole_image_path(group, stride, pads, monkeypatch):
     """A large Conv unfolds blocks of output positions per task (conv._conv_tiles); the bits
     are the whole-image column matrix's, at 1 and 2 threads."""
-    from graphrt.kernels import conv
+    from graphrt.kernels.nn import conv
     rng = np.random.default_rng(4)
     x = rng.standard_normal((2, 16, 150, 150)).astype(np.float32)
     w = rng.standard_normal((24, 16 // group, 3, 3)).astype(np.float32)
@@ -122,7 +126,7 @@ def test_implicit_gemm_conv_equals_the_column_matrix(shape, kernel, attrs, mode,
     """2-d (and 1-d) Convs read the micro-kernel's B rows in place from the stride-phase
     planes (conv._implicit) instead of unfolding a column matrix: the same bits, NaN and
     infinite weights included, at 1 and 2 threads, in both modes."""
-    from graphrt.kernels import conv
+    from graphrt.kernels.nn import conv
     rng = np.random.default_rng(6)
     x = rng.standard_normal(shape).astype(np.float32)
     w = rng.standard_normal(kernel).astype(np.float32)
@@ -146,7 +150,7 @@ def test_depthwise_conv_equals_the_gemm_path(mult, stride, pads, dil, mode, monk
     """Depthwise Conv (one input channel per group) runs its own plane kernel; its bits are
     the micro-kernel GEMM's in both modes (padding taps as products with 0: an infinite
     weight gives NaN at the border there too; exact mode's NaN canonical)."""
-    from graphrt.kernels import conv
+    from graphrt.kernels.nn import conv
     rng = np.random.default_rng(5)
     c = 6
     x = rng.standard_normal((2, c, 11, 13)).astype(np.float32)
@@ -165,22 +169,19 @@ def test_depthwise_conv_equals_the_gemm_path(mult, stride, pads, dil, mode, monk
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 @pytest.mark.parametrize("m,k,n", SHAPES)
-def test_exact_arithmetic_gives_the_blocked_kernels_bits(m, k, n, dt):
-    """Exact mode's micro-kernel (a rounded multiply, then a rounded add) against
-    matmul's blocked exact kernel, which does the same operations in the same order."""
-    from graphrt.kernels import matmul
+def test_exact_arithmetic_gives_the_blocked_kernels_bits(m, k, n, dt, monkeypatch):
+    """Exact mode's micro-kernel (a rounded multiply, then a rounded add) against the
+    blocked exact kernel (GRAPHRT_GEMM=loop), which does the same operations in the same
+    order."""
+    from graphrt.kernels.gemm.product import Product
     rng = np.random.default_rng(m + 7 * k + 13 * n)
     a = rng.standard_normal((m, k)).astype(dt)
     b = rng.standard_normal((k, n)).astype(dt)
-    geo = np.zeros(11, np.int64)
-    geo[matmul._M], geo[matmul._N], geo[matmul._K] = m, n, k
-    geo[matmul._A_SI], geo[matmul._A_SK], geo[matmul._B_SK], geo[matmul._B_SJ] = k, 1, n, 1
-    geo[matmul._RB] = matmul.RB
+    monkeypatch.setenv("GRAPHRT_GEMM", "loop")
+    blocked = Product(dt, m, n, k, (k, 1), (n, 1), exact=True)
+    assert blocked.tiles is None
     want = np.zeros(m * n, dt)
-    one = dt(1)
-    matmul._MATMUL.get(True)(a.reshape(-1), b.reshape(-1), want, want, np.zeros(1, np.int64),
-                             np.zeros(1, np.int64), geo, one, one, -(-m // matmul.RB),
-                             matmul.panels_for(dt, 0))
+    blocked(a.reshape(-1), b.reshape(-1), want)
     assert product(a, b, exact=True).tobytes() == want.tobytes()
     assert product(a, np.ascontiguousarray(b.T), transposed_b=True,
                    exact=True).tobytes() == want.tobytes()

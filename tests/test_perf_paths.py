@@ -9,7 +9,8 @@ import pytest
 from onnx import TensorProto, helper
 
 import graphrt
-from graphrt.kernels import blas, matmul
+from graphrt.kernels.gemm import blas
+from graphrt.kernels.gemm import product
 
 from .models import make, tensor
 
@@ -163,49 +164,47 @@ def test_rows_do_not_depend_on_batch_size(mode, monkeypatch):
 
 @needs_blas
 def test_tile_paths_are_taken_for_fast_floats_only(monkeypatch):
-    geo = [0] * 11
-    geo[matmul._M], geo[matmul._N], geo[matmul._K] = 64, 64, 64
-    geo[matmul._A_SI], geo[matmul._A_SK], geo[matmul._B_SK], geo[matmul._B_SJ] = 64, 1, 64, 1
-    plan = matmul._plan_blas
-    assert plan(matmul._BLAS_MATMUL, np.dtype(np.float32), 1, [0], [0], geo) is not None
-    assert plan(matmul._BLAS_MATMUL, np.dtype(np.float64), 1, [0], [0], geo) is not None
-    assert plan(matmul._BLAS_MATMUL, np.dtype(np.int32), 1, [0], [0], geo) is None
-    small = list(geo)
-    small[matmul._M] = 2        # the micro-kernel takes every size (rows stay batch-independent)
-    assert plan(matmul._BLAS_MATMUL, np.dtype(np.float32), 1, [0], [0], small).own
+    def tiles(dtype, m=64, offa=(0,), offb=(0,)):
+        return product.Product(np.dtype(dtype), m, 64, 64, (64, 1), (64, 1), offa, offb,
+                               exact=False, fold=True).tiles
+    assert tiles(np.float32) is not None
+    assert tiles(np.float64) is not None
+    assert tiles(np.int32) is None
+    # the micro-kernel takes every size (rows stay batch-independent)
+    assert tiles(np.float32, m=2).own
     monkeypatch.setenv("GRAPHRT_GEMM", "blas")
-    assert not plan(matmul._BLAS_MATMUL, np.dtype(np.float32), 1, [0], [0], geo).own
+    assert not tiles(np.float32).own
     # below BLAS_MIN_WORK a BLAS call costs more than it saves: the blocked kernel runs
-    assert plan(matmul._BLAS_MATMUL, np.dtype(np.float32), 1, [0], [0], small) is None
+    assert tiles(np.float32, m=2) is None
     # a stack of A over one B is one product of all the rows
-    call = plan(matmul._BLAS_MATMUL, np.dtype(np.float32), 3, [0, 4096, 8192], [0, 0, 0], geo)
-    assert call.geo[matmul._T_M] == 192 and len(call.offa) == 1
+    call = tiles(np.float32, offa=[0, 4096, 8192], offb=[0, 0, 0])
+    assert call.geo[product._T_M] == 192 and len(call.offa) == 1
     monkeypatch.setenv("GRAPHRT_GEMM", "loop")
-    assert plan(matmul._BLAS_MATMUL, np.dtype(np.float32), 1, [0], [0], geo) is None
+    assert tiles(np.float32) is None
 
 
 def test_test_shapes_cover_tiling():
     """The thread tests above mean something only where a product is cut into tiles."""
     cut = [(m, k, n) for m, k, n, *_ in GEMM_SHAPES if np.prod(
-        [-(-x // t) for x, t in zip((m, n), matmul._tiling(1, m, n, k))]) > 1]
+        [-(-x // t) for x, t in zip((m, n), product.tiling(1, m, n, k))]) > 1]
     assert len(cut) >= 2
     for sa, sb in MATMUL_SHAPES[:5]:
         batch = int(np.prod(np.broadcast_shapes(sa[:-2], sb[:-2]), dtype=np.int64))
         m, k, n = sa[-2], sa[-1], sb[-1]
         if len(sb) == 2:        # one B for the whole stack: one product of all the rows
             m, batch = m * batch, 1
-        mb, cb = matmul._tiling(batch, m, n, k)
+        mb, cb = product.tiling(batch, m, n, k)
         assert batch * -(-m // mb) * -(-n // cb) > 1, (sa, sb)
 
 
 @pytest.mark.parametrize("nb,m,n,k", [(1, 128, 768, 768), (8, 128, 3072, 768), (1, 1, 4096, 4096),
                                       (12, 128, 128, 64), (1, 1000, 3, 300), (3, 7, 9, 5)])
 def test_tiling_depends_on_shapes_only(nb, m, n, k):
-    mb, cb = matmul._tiling(nb, m, n, k)
+    mb, cb = product.tiling(nb, m, n, k)
     assert 1 <= mb <= m and 1 <= cb <= n
     tasks = nb * -(-m // mb) * -(-n // cb)
-    assert tasks <= max(nb, matmul.MAX_TASKS)
-    assert (mb, cb) == matmul._tiling(nb, m, n, k)
+    assert tasks <= max(nb, product.MAX_TASKS)
+    assert (mb, cb) == product.tiling(nb, m, n, k)
 
 
 @needs_blas
@@ -243,8 +242,8 @@ def test_gemm_epilogue_is_the_same_on_both_fast_paths(monkeypatch):
 
 
 @pytest.mark.parametrize("path", ["tiles", "blas"])
-def test_fast_product_for_other_kernels(path, monkeypatch):
-    """fast_product (what Conv calls): per-entry offsets, A read transposed, and fewer batch
+def test_product_for_other_kernels(path, monkeypatch):
+    """A Product as Conv plans it: per-entry offsets, A read transposed, and fewer batch
     entries at call time than planned."""
     if path == "blas" and not blas.available():
         pytest.skip("no scipy BLAS with a settable pool")
@@ -255,9 +254,10 @@ def test_fast_product_for_other_kernels(path, monkeypatch):
     b = rng.standard_normal(nb * k * n).astype(np.float32)
     offa = np.array([0, k * m, 0])
     offb = np.arange(nb) * k * n
-    call = matmul.fast_product(np.float32, m, n, k, (1, m), (n, 1), offa, offb)
+    call = product.Product(np.float32, m, n, k, (1, m), (n, 1), offa, offb, exact=False)
+    assert call.tiles is not None
     out = np.full(nb * m * n, np.nan, np.float32)
-    call(a, b, out, out, 2)
+    call(a, b, out, batches=2)
     for i in range(2):
         want = a[offa[i]:offa[i] + k * m].reshape(k, m).T.astype(np.float64) @ \
             b[offb[i]:offb[i] + k * n].reshape(k, n)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from graphrt.kernels.runs import copy_run, deal_run, zero_run
+from graphrt.kernels.core.runs import copy_run, deal_run, zero_run
 
 
 @njit(cache=False)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from numba import njit
 
-from graphrt.kernels import vecmath
+from graphrt.kernels.math import vecmath
 
 erf64 = np.vectorize(math.erf)
 erfc64 = np.vectorize(math.erfc)

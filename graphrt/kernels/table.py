@@ -1,70 +1,70 @@
 """The operator table: every OpDef graphrt has, as one literal list (no scanning)."""
 from __future__ import annotations
 
-from .activations import (Celu, Elu, Gelu, HardSigmoid, HardSwish, LeakyRelu, Mish, Relu, Selu,
+from .elementwise.activations import (Celu, Elu, Gelu, HardSigmoid, HardSwish, LeakyRelu, Mish, Relu, Selu,
                           Shrink, Sigmoid, Softplus, Softsign, Swish, ThresholdedRelu)
-from .arithmetic import Add, BitShift, Div, Mod, Mul, Pow, PRelu, Sub
-from .attention import Attention, RotaryEmbedding
-from .attention_ext import CausalConvWithState, FlexAttention, LinearAttention
-from .base import OpDef
-from .cast import Cast
-from .compare import (And, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor, Equal, Greater,
+from .elementwise.arithmetic import Add, BitShift, Div, Mod, Mul, Pow, PRelu, Sub
+from .attention.attention import Attention, RotaryEmbedding
+from .attention.preview import CausalConvWithState, FlexAttention, LinearAttention
+from .core.base import OpDef
+from .elementwise.cast import Cast
+from .elementwise.compare import (And, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor, Equal, Greater,
                       GreaterOrEqual, Less, LessOrEqual, Not, Or, Xor)
-from .constants import Constant, Shape
-from .control import If, Loop, Scan, SequenceMap
-from .gradient import Gradient
-from .conv import Conv
-from .col2im import Col2Im
-from .conv_transpose import ConvTranspose
-from .deform_conv import DeformConv
-from .einsum import Einsum
-from .expand import Expand, Pad, Tile
-from .gather import Gather, GatherElements, GatherND
-from .glu import SwiGLU
-from .generators import (CastLike, ConstantOfShape, DepthToSpace, Dropout, EyeLike, NonZero,
+from .tensor.constants import Constant, Shape
+from .control.subgraph import If, Loop, Scan, SequenceMap
+from .training.gradient import Gradient
+from .nn.conv import Conv
+from .nn.col2im import Col2Im
+from .nn.conv_transpose import ConvTranspose
+from .nn.deform_conv import DeformConv
+from .linalg.einsum import Einsum
+from .tensor.expand import Expand, Pad, Tile
+from .tensor.gather import Gather, GatherElements, GatherND
+from .elementwise.glu import SwiGLU
+from .tensor.generators import (CastLike, ConstantOfShape, DepthToSpace, Dropout, EyeLike, NonZero,
                          OneHot, Range, Size, SpaceToDepth, Unique)
-from .grid import AffineGrid, GridSample
-from .layout import Concat, Transpose
-from .linalg import Det
-from .losses import NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
-from .lrn import LRN
-from .ml import ArrayFeatureExtractor, Binarizer, LabelEncoder, TreeEnsemble
-from .matmul import Gemm, MatMul
-from .pool import (AveragePool, GlobalAveragePool, GlobalLpPool, GlobalMaxPool, LpPool, MaxPool,
+from .nn.grid import AffineGrid, GridSample
+from .tensor.layout import Concat, Transpose
+from .linalg.det import Det
+from .nn.losses import NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
+from .nn.lrn import LRN
+from .ml.operators import ArrayFeatureExtractor, Binarizer, LabelEncoder, TreeEnsemble
+from .gemm.matmul import Gemm, MatMul
+from .nn.pool import (AveragePool, GlobalAveragePool, GlobalLpPool, GlobalMaxPool, LpPool, MaxPool,
                    MaxUnpool)
-from .resize import Resize, Upsample
-from .roi import RoiAlign
-from .bitcast import BitCast
-from .nms import NonMaxSuppression
-from .random import (Bernoulli, Multinomial, RandomNormal, RandomNormalLike, RandomUniform,
+from .nn.resize import Resize, Upsample
+from .nn.roi import RoiAlign
+from .elementwise.bitcast import BitCast
+from .nn.nms import NonMaxSuppression
+from .random.sampling import (Bernoulli, Multinomial, RandomNormal, RandomNormalLike, RandomUniform,
                      RandomUniformLike)
-from .signal import DFT, STFT, BlackmanWindow, HammingWindow, HannWindow, MelWeightMatrix
-from .training import Adagrad, Adam, Momentum
-from .sequence import (ConcatFromSequence, Optional, OptionalGetElement, OptionalHasElement,
+from .signal.spectral import DFT, STFT, BlackmanWindow, HammingWindow, HannWindow, MelWeightMatrix
+from .training.optimizers import Adagrad, Adam, Momentum
+from .control.sequence import (ConcatFromSequence, Optional, OptionalGetElement, OptionalHasElement,
                        SequenceAt, SequenceConstruct, SequenceEmpty, SequenceErase, SequenceInsert,
                        SequenceLength, SplitToSequence)
-from .argreduce import ArgMax, ArgMin
-from .normalization import (BatchNormalization, GroupNormalization, InstanceNormalization,
+from .reduce.argreduce import ArgMax, ArgMin
+from .nn.normalization import (BatchNormalization, GroupNormalization, InstanceNormalization,
                             LayerNormalization, LpNormalization, MeanVarianceNormalization,
                             RMSNormalization)
-from .reduce import (ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp, ReduceMax, ReduceMean,
+from .reduce.reduce import (ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp, ReduceMax, ReduceMean,
                      ReduceMin, ReduceProd, ReduceSum, ReduceSumSquare)
-from .select import Where
-from .scatter import ScatterElements, ScatterND, TensorScatter
-from .slicing import CenterCropPad, Compress, ReverseSequence, Slice, Split, Trilu
-from .scan_ops import CumProd, CumSum
-from .quantize import (ConvInteger, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
+from .elementwise.select import Where
+from .tensor.scatter import ScatterElements, ScatterND, TensorScatter
+from .tensor.slicing import CenterCropPad, Compress, ReverseSequence, Slice, Split, Trilu
+from .reduce.cumulative import CumProd, CumSum
+from .quant.quantize import (ConvInteger, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
                        QLinearConv, QLinearMatMul, QuantizeLinear)
-from .rnn import GRU, LSTM, RNN
-from .softmax import Hardmax, LogSoftmax, Softmax
-from .strings import RegexFullMatch, StringConcat, StringNormalizer, StringSplit
-from .tfidf import TfIdfVectorizer
-from .topk import TopK
-from .unary_math import (Abs, Acos, Acosh, Asin, Asinh, Atan, Atanh, Ceil, Clip, Cos, Cosh, Erf,
+from .rnn.recurrent import GRU, LSTM, RNN
+from .nn.softmax import Hardmax, LogSoftmax, Softmax
+from .text.strings import RegexFullMatch, StringConcat, StringNormalizer, StringSplit
+from .text.tfidf import TfIdfVectorizer
+from .reduce.topk import TopK
+from .elementwise.unary_math import (Abs, Acos, Acosh, Asin, Asinh, Atan, Atanh, Ceil, Clip, Cos, Cosh, Erf,
                          Exp, Floor, IsInf, IsNaN, Log, Neg, Reciprocal, Round, Sign, Sin, Sinh,
                          Sqrt, Tan, Tanh)
-from .variadic import Max, Mean, Min, Sum
-from .views import Flatten, Identity, Reshape, Squeeze, Unsqueeze
+from .elementwise.variadic import Max, Mean, Min, Sum
+from .tensor.views import Flatten, Identity, Reshape, Squeeze, Unsqueeze
 
 ALL: tuple[OpDef, ...] = (
     OpDef("", "Add", 1, None, Add),

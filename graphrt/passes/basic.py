@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import CompiledNode
-from ..kernels.generators import Dropout
-from ..kernels.layout import Transpose
-from ..kernels.views import Identity, Reshape
+from ..kernels.tensor.generators import Dropout
+from ..kernels.tensor.layout import Transpose
+from ..kernels.tensor.views import Identity, Reshape
 from ..plan.build import evaluate_constant_node
 from .graph import PassGraph
 

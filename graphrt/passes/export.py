@@ -8,7 +8,7 @@ from onnx import helper, numpy_helper
 
 from .. import dtypes
 from ..ir import IrGraph, TensorInfo
-from ..kernels.fused import FusedEpilogue
+from ..kernels.elementwise.fused import FusedEpilogue
 
 DOMAIN = "graphrt"
 

@@ -6,19 +6,19 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import CompiledNode
-from ..kernels.activations import Gelu
-from ..kernels.attention import Attention
-from ..kernels.layout import Transpose
-from ..kernels.softmax import Softmax
-from ..kernels.arithmetic import Add, Div, Mul, Sub
-from ..kernels.conv import Conv
-from ..kernels.elementwise import BinaryKernel, UnaryKernel
-from ..kernels.fused import FusedEpilogue, Stage
-from ..kernels.matmul import Gemm, MatMul
-from ..kernels.normalization import BatchNormalization, LayerNormalization
-from ..kernels.reduce import ReduceMean
-from ..kernels.unary_math import Erf, Sqrt
-from ..kernels.arithmetic import Pow
+from ..kernels.elementwise.activations import Gelu
+from ..kernels.attention.attention import Attention
+from ..kernels.tensor.layout import Transpose
+from ..kernels.nn.softmax import Softmax
+from ..kernels.elementwise.arithmetic import Add, Div, Mul, Sub
+from ..kernels.nn.conv import Conv
+from ..kernels.core.pointwise import Binary, Unary
+from ..kernels.elementwise.fused import FusedEpilogue, Stage
+from ..kernels.gemm.matmul import Gemm, MatMul
+from ..kernels.nn.normalization import BatchNormalization, LayerNormalization
+from ..kernels.reduce.reduce import ReduceMean
+from ..kernels.elementwise.unary_math import Erf, Sqrt
+from ..kernels.elementwise.arithmetic import Pow
 from .graph import PassGraph
 
 PRODUCERS = (MatMul, Gemm, Conv, BatchNormalization)
@@ -40,9 +40,9 @@ def fuse_epilogues(pg: PassGraph) -> int:
             if nxt is None or len(nxt.outputs) != 1:
                 break
             k = nxt.kernel
-            if isinstance(k, UnaryKernel) and len(nxt.inputs) == 1:
+            if isinstance(k, Unary) and len(nxt.inputs) == 1:
                 stages.append(Stage(k, 0, ()))
-            elif isinstance(k, BinaryKernel) and len(nxt.inputs) == 2 and nxt.inputs.count(out) == 1:
+            elif isinstance(k, Binary) and len(nxt.inputs) == 2 and nxt.inputs.count(out) == 1:
                 pos = nxt.inputs.index(out)
                 other = nxt.inputs[1 - pos]
                 if pg.constant(other) is None:

@@ -13,7 +13,7 @@ from typing import Callable
 import numpy as np
 
 from ..graph import CompiledNode
-from ..kernels.base import NodeInfo
+from ..kernels.core.base import NodeInfo
 from ..options import OptimizationLevel
 
 LEVELS = {OptimizationLevel.NONE: 0, OptimizationLevel.BASIC: 1, OptimizationLevel.ALL: 2}

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import ErrorKind, SessionError
-from ..kernels.base import InferContext, RunContext
+from ..kernels.core.base import InferContext, RunContext
 from .arena import Arena
 from .memory import MAX_SLAB, plan_slab
 

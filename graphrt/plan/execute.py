@@ -7,7 +7,7 @@ from time import perf_counter
 import numpy as np
 
 from ..errors import ErrorKind, SessionError
-from ..kernels.base import InferContext, RunContext
+from ..kernels.core.base import InferContext, RunContext
 from .build import DYNAMIC, ExecutionPlan, infer_kernel, run_kernel
 from . import jitsched
 from .state import RunState

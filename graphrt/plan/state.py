@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from ..kernels.base import RunContext
+from ..kernels.core.base import RunContext
 from .arena import Arena, aligned_bytes
 from .build import CONST, STATIC, ExecutionPlan
 

@@ -1,0 +1,222 @@
+"""Subgraph operators: If, Loop, Scan, SequenceMap (contract section 8).
+
+Each body is compiled once, when the kernel is made, through ``node.compile_body``; a run
+calls ``body.run(inputs, cancel)`` with the body's declared inputs followed by the outer
+values the node captured (``ctx.inputs[node.n_inputs:]``). Outputs are data-dependent.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ... import dtypes as _dt
+from ... import packed
+from ...errors import ErrorKind, SessionError
+from ..core.base import OpKernel, RunContext
+
+
+class _BodyKernel(OpKernel):
+    supports_exact = True           # runs nothing itself; bodies are compiled in the same mode
+    outputs_data_dependent = True
+    constant_foldable = False
+
+    def _body(self, key: str):
+        g = self.node.attr(key)
+        if g is None:
+            self.node.fail(f"attribute {key!r} (a graph) is required")
+        return self.node.compile_body(g)
+
+    def _check_cancel(self, ctx: RunContext):
+        if ctx.cancel is not None and ctx.cancel.cancelled:
+            raise SessionError(ErrorKind.CANCELLED, "the run was cancelled", self.node.name)
+
+    @staticmethod
+    def _captured(ctx: RunContext) -> list:
+        return list(ctx.inputs[ctx.node.n_inputs:])
+
+
+def _scalar(ctx: RunContext, i: int, what: str):
+    v = ctx.inputs[i]
+    if v is None or v.size != 1:
+        ctx.node.fail(f"{what} must hold one element", ErrorKind.INVALID_INPUT)
+    return v.reshape(-1)[0]
+
+
+def _empty_of(info, shape=(0,)):
+    dt = info.dtype if info.dtype is not None else (_dt.to_numpy(info.elem_code) if info.elem_code
+                                                    else np.dtype(np.float32))
+    return np.empty(shape, dt)
+
+
+class If(_BodyKernel):
+    """Runs then_branch when cond is true, else else_branch; outputs are the branch's."""
+
+    def __init__(self, node):
+        super().__init__(node)
+        self.branches = (self._body("else_branch"), self._body("then_branch"))
+
+    def run(self, ctx: RunContext) -> None:
+        body = self.branches[bool(_scalar(ctx, 0, "cond"))]
+        outs = body.run(self._captured(ctx), ctx.cancel)
+        if len(outs) != len(ctx.outputs):
+            self.node.fail(f"the branch gives {len(outs)} outputs, the node has {len(ctx.outputs)}")
+        for i, o in enumerate(outs):
+            ctx.set_output_value(i, o)
+
+
+class Loop(_BodyKernel):
+    """for i in range(M) while cond: (cond, carried..., scans...) = body(i, cond, carried...).
+    Outputs: the final carried values, then each scan output stacked on a new first axis
+    (an empty [0] tensor of the declared type when no iteration ran)."""
+
+    def __init__(self, node):
+        super().__init__(node)
+        self.body = self._body("body")
+        n_carried = node.n_inputs - 2
+        if n_carried < 0 or len(self.body.output_infos) < 1 + n_carried:
+            node.fail("the body's inputs and outputs do not match the node's")
+        self.n_carried = n_carried
+
+    def run(self, ctx: RunContext) -> None:
+        trips = None if ctx.inputs[0] is None else int(_scalar(ctx, 0, "M"))
+        cond = True if ctx.inputs[1] is None else bool(_scalar(ctx, 1, "cond"))
+        carried = list(ctx.inputs[2:ctx.node.n_inputs])
+        captured = self._captured(ctx)
+        n_scan = len(self.body.output_infos) - 1 - self.n_carried
+        scans: list[list] = [[] for _ in range(n_scan)]
+        i = 0
+        while (trips is None or i < trips) and cond:
+            self._check_cancel(ctx)
+            outs = self.body.run([np.array(i, np.int64), np.array(cond)] + carried + captured,
+                                 ctx.cancel)
+            cond = bool(np.asarray(outs[0]).reshape(-1)[0])
+            carried = outs[1:1 + self.n_carried]
+            for k in range(n_scan):
+                scans[k].append(outs[1 + self.n_carried + k])
+            i += 1
+        for k, v in enumerate(carried):
+            ctx.set_output_value(k, v)
+        infos = self.body.output_infos[1 + self.n_carried:]
+        for k in range(n_scan):
+            value = _stack(scans[k], 0, self.node) if scans[k] else _empty_of(infos[k])
+            ctx.set_output_value(self.n_carried + k, value)
+
+
+def _stack(items, axis: int, node):
+    try:
+        return np.stack(items, axis=axis)
+    except ValueError as e:
+        node.fail(f"scan outputs of different shapes cannot be stacked: {e}", ErrorKind.INVALID_INPUT)
+
+
+class Scan(_BodyKernel):
+    """Opset 9+: states carried through the body, scan inputs sliced along their axes
+    (reversed when asked), scan outputs placed along theirs. Opset 8: a leading
+    sequence_lens input and a batch axis 0 in front of every state and scan value."""
+
+    def __init__(self, node):
+        super().__init__(node)
+        self.body = self._body("body")
+        self.m = node.attr("num_scan_inputs")
+        if self.m is None:
+            node.fail("attribute 'num_scan_inputs' is required")
+        lead = 1 if node.opset < 9 else 0
+        self.n_states = node.n_inputs - lead - self.m
+        if self.n_states < 0:
+            node.fail("fewer inputs than num_scan_inputs")
+        self.n_scan_out = len(self.body.output_infos) - self.n_states
+        if node.opset < 9:
+            self.in_dirs = node.attr("directions", [0] * self.m)
+            self.in_axes, self.out_axes, self.out_dirs = [0] * self.m, [0] * self.n_scan_out, [0] * self.n_scan_out
+        else:
+            self.in_axes = node.attr("scan_input_axes", [0] * self.m)
+            self.in_dirs = node.attr("scan_input_directions", [0] * self.m)
+            self.out_axes = node.attr("scan_output_axes", [0] * self.n_scan_out)
+            self.out_dirs = node.attr("scan_output_directions", [0] * self.n_scan_out)
+        if len(self.in_axes) != self.m or len(self.in_dirs) != self.m or \
+                len(self.out_axes) != self.n_scan_out or len(self.out_dirs) != self.n_scan_out:
+            node.fail("axes and directions must have one entry per scan input and output")
+
+    def run(self, ctx: RunContext) -> None:
+        n_in = ctx.node.n_inputs
+        captured = self._captured(ctx)
+        if self.node.opset < 9:
+            lens = ctx.inputs[0]
+            states = ctx.inputs[1:1 + self.n_states]
+            xs = ctx.inputs[1 + self.n_states:n_in]
+            batch = xs[0].shape[0] if xs else states[0].shape[0]
+            results = [self._scan([s[b] for s in states], [x[b] for x in xs], captured, ctx,
+                                  None if lens is None else int(lens.reshape(-1)[b]))
+                       for b in range(batch)]
+            for k in range(len(results[0]) if results else 0):
+                items = [r[k] for r in results]
+                if k >= self.n_states:         # shorter sequences are padded with zeros
+                    longest = max(i.shape[0] for i in items)
+                    items = [np.concatenate([i, np.zeros((longest - i.shape[0],) + i.shape[1:], i.dtype)])
+                             for i in items]
+                ctx.set_output_value(k, np.stack(items))
+            return
+        states = ctx.inputs[:self.n_states]
+        xs = ctx.inputs[self.n_states:n_in]
+        for k, v in enumerate(self._scan(list(states), list(xs), captured, ctx, None)):
+            ctx.set_output_value(k, v)
+
+    def _scan(self, states, xs, captured, ctx, length):
+        axes = [a + x.ndim if a < 0 else a for a, x in zip(self.in_axes, xs)]
+        for a, x in zip(axes, xs):
+            if not 0 <= a < x.ndim:
+                self.node.fail(f"scan input axis {a} is out of range for rank {x.ndim}")
+        total = {x.shape[a] for a, x in zip(axes, xs)}
+        if len(total) > 1:
+            self.node.fail(f"scan inputs have different lengths {sorted(total)}", ErrorKind.INVALID_INPUT)
+        steps = total.pop() if total else 0
+        if length is not None:
+            steps = min(steps, length)
+        outs: list[list] = [[] for _ in range(self.n_scan_out)]
+        for t in range(steps):
+            self._check_cancel(ctx)
+            slices = [np.take(x, steps - 1 - t if d else t, axis=a)
+                      for x, a, d in zip(xs, axes, self.in_dirs)]
+            res = self.body.run(list(states) + slices + captured, ctx.cancel)
+            states = res[:self.n_states]
+            for k in range(self.n_scan_out):
+                outs[k].append(res[self.n_states + k])
+        placed = []
+        infos = self.body.output_infos[self.n_states:]
+        for k in range(self.n_scan_out):
+            items = outs[k][::-1] if self.out_dirs[k] else outs[k]
+            if not items:
+                placed.append(_empty_of(infos[k]))
+                continue
+            axis = self.out_axes[k]
+            axis = axis + items[0].ndim + 1 if axis < 0 else axis
+            placed.append(_stack(items, axis, self.node))
+        return list(states) + placed
+
+
+class SequenceMap(_BodyKernel):
+    """Applies the body to each position of the input sequences (tensors are passed whole
+    to every call) and gathers each body output into a sequence."""
+
+    def __init__(self, node):
+        super().__init__(node)
+        self.body = self._body("body")
+
+    def run(self, ctx: RunContext) -> None:
+        args = []
+        for x in ctx.inputs[:ctx.node.n_inputs]:
+            args.append(packed.unpack_sequence(x)[0] if packed.is_packed(x) else x)
+        lengths = {len(a) for a in args if isinstance(a, list)}
+        if len(lengths) > 1:
+            self.node.fail(f"the input sequences have different lengths {sorted(lengths)}",
+                           ErrorKind.INVALID_INPUT)
+        n = lengths.pop() if lengths else 0
+        captured = self._captured(ctx)
+        results: list[list] = [[] for _ in self.body.output_infos]
+        for i in range(n):
+            self._check_cancel(ctx)
+            outs = self.body.run([a[i] if isinstance(a, list) else a for a in args] + captured, ctx.cancel)
+            for k, o in enumerate(outs):
+                results[k].append(o)
+        for k, (items, info) in enumerate(zip(results, self.body.output_infos)):
+            dt = items[0].dtype if items else _empty_of(info).dtype
+            ctx.set_output_value(k, packed.pack_sequence(items, dt))

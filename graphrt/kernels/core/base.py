@@ -1,0 +1,204 @@
+"""The operator contract (contract section 2): OpDef, OpKernel and the two contexts.
+
+``infer`` is plain Python over dtypes, shapes and known constant values; it states each
+output or a constant output, may ask for run-time values, and may leave per-plan data in
+``ctx.prepared`` for ``run``. ``run`` computes into the buffers the plan gave it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from ... import dtypes as _dt
+from ...errors import ErrorKind, SessionError
+
+
+@dataclass(frozen=True)
+class NodeInfo:
+    """What a kernel factory sees of its node."""
+
+    name: str
+    op_type: str
+    domain: str
+    opset: int
+    attrs: dict
+    n_inputs: int               # declared inputs; captured outer values follow them
+    n_outputs: int
+    compile_body: Callable | None = None   # IrGraph -> runnable body (subgraph operators)
+    scope: object = None        # the IrGraph holding the node (for operators over the graph)
+
+    def attr(self, key, default=None):
+        return self.attrs.get(key, default)
+
+    def fail(self, message: str, kind: ErrorKind = ErrorKind.INVALID_MODEL):
+        raise SessionError(kind, f"{self.op_type}: {message}", self.name)
+
+
+class OpKernel:
+    """Base of every kernel. A kernel object is shared by all plans and concurrent runs, so
+    it holds only what its node's attributes fix."""
+
+    supports_exact = False          # exact-mode kernel exists (exact-mode rules followed)
+    in_place_input = False          # output 0 may reuse input 0's storage
+    view_of_input = False           # output 0 is input 0 with the inferred shape; run not called
+    outputs_data_dependent = False  # output shapes depend on values: run allocates outputs
+    constant_foldable = True        # same inputs give the same outputs
+
+    def __init__(self, node: NodeInfo):
+        self.node = node
+
+    def infer(self, ctx: "InferContext") -> None:
+        raise NotImplementedError
+
+    def run(self, ctx: "RunContext") -> None:
+        raise NotImplementedError
+
+    def jit_call(self, ctx: "RunContext"):
+        """(dispatcher, args) when ``run(ctx)`` is exactly ``dispatcher(*args)`` -- one
+        compiled call, no Python work around it, no exception -- so that the plan's jitted
+        schedule may make the call itself (plan/jitsched.py); None otherwise."""
+        return None
+
+
+@dataclass(frozen=True)
+class OpDef:
+    """One line of the operator table: (domain, op type, opsets since..until) -> factory."""
+
+    domain: str
+    op_type: str
+    since: int
+    until: int | None
+    factory: Callable[[NodeInfo], OpKernel]
+
+    def serves(self, opset: int) -> bool:
+        return self.since <= opset and (self.until is None or opset <= self.until)
+
+
+class InferContext:
+    """Input facts of one node for one plan (or one run, for dynamic nodes)."""
+
+    __slots__ = ("node", "exact", "_dtypes", "_shapes", "_values", "out_dtypes", "out_shapes",
+                 "constants", "prepared", "needs_values")
+
+    def __init__(self, node: NodeInfo, exact: bool, in_dtypes, in_shapes, in_values, n_out: int):
+        self.node = node
+        self.exact = exact
+        self._dtypes = in_dtypes
+        self._shapes = in_shapes
+        self._values = in_values
+        self.out_dtypes = [None] * n_out
+        self.out_shapes = [None] * n_out
+        self.constants = [None] * n_out
+        self.prepared = None
+        self.needs_values = False
+
+    @property
+    def n_inputs(self) -> int:
+        return len(self._dtypes)
+
+    def has_input(self, i: int) -> bool:
+        return i < len(self._dtypes) and self._dtypes[i] is not None
+
+    def dtype(self, i: int) -> np.dtype:
+        self._need(i)
+        return self._dtypes[i]
+
+    def shape(self, i: int) -> tuple:
+        self._need(i)
+        return self._shapes[i]
+
+    def value(self, i: int):
+        """The input's value when it is known now (a constant, or any input at run time)."""
+        return self._values[i] if self.has_input(i) else None
+
+    def int_list(self, i: int):
+        """A known 1-D integer input as a list of ints, or None when not known yet."""
+        v = self.value(i)
+        if v is None:
+            return None
+        if v.dtype.kind not in "iu":
+            self.fail(f"input {i} must be an integer tensor, got {_dt.name_of(v.dtype)}")
+        return [int(x) for x in np.asarray(v).reshape(-1)]
+
+    def set_output(self, i: int, dtype, shape) -> None:
+        self.out_dtypes[i] = np.dtype(dtype)
+        self.out_shapes[i] = tuple(int(d) for d in shape)
+
+    def set_constant_output(self, i: int, value: np.ndarray) -> None:
+        value = np.asarray(value)
+        if not value.flags.c_contiguous:      # (ascontiguousarray would make 0-d into 1-d)
+            value = value.copy()
+        self.constants[i] = value
+        self.set_output(i, value.dtype, value.shape)
+
+    def require_run_time_values(self) -> None:
+        self.needs_values = True
+
+    def check_dtype(self, i: int, allowed, what: str = "") -> np.dtype:
+        dt = self.dtype(i)
+        if dt not in allowed:
+            self.fail(f"input {i}{what} of element type {_dt.name_of(dt)} is not supported",
+                      ErrorKind.UNSUPPORTED)
+        return dt
+
+    def same_dtype(self, *idx) -> np.dtype:
+        first = self.dtype(idx[0])
+        for i in idx[1:]:
+            if self.has_input(i) and self.dtype(i) != first:
+                self.fail(f"inputs {idx[0]} and {i} have different element types "
+                          f"({_dt.name_of(first)} and {_dt.name_of(self.dtype(i))})")
+        return first
+
+    def fail(self, message: str, kind: ErrorKind = ErrorKind.INVALID_MODEL):
+        self.node.fail(message, kind)
+
+    def bad_input(self, message: str):
+        self.node.fail(message, ErrorKind.INVALID_INPUT)
+
+    def _need(self, i):
+        if not self.has_input(i):
+            self.fail(f"input {i} is required")
+
+
+class RunContext:
+    """The buffers of one step in one run state. ``flat_in``/``flat_out`` are 1-D views of
+    the same memory (kernels are compiled for 1-D arrays, whatever the rank)."""
+
+    __slots__ = ("node", "inputs", "outputs", "flat_in", "flat_out", "prepared", "exact",
+                 "arena", "cancel")
+
+    def __init__(self, node: NodeInfo, inputs, outputs, prepared, exact: bool, arena=None,
+                 cancel=None):
+        self.node = node
+        self.inputs = inputs
+        self.outputs = outputs
+        self.flat_in = [None if a is None else a.reshape(-1) for a in inputs]
+        self.flat_out = [None if a is None else a.reshape(-1) for a in outputs]
+        self.prepared = prepared
+        self.exact = exact
+        self.arena = arena
+        self.cancel = cancel
+
+    def set_output_value(self, i: int, value: np.ndarray) -> None:
+        """For kernels with data-dependent outputs: an array made by the kernel itself."""
+        self.outputs[i] = value
+        self.flat_out[i] = None
+
+    def allocate_output(self, i: int, dtype, shape) -> np.ndarray:
+        """For kernels with data-dependent outputs: a buffer from the run's arena."""
+        arr = self.arena.take(np.dtype(dtype), tuple(int(d) for d in shape), self.node.name)
+        self.outputs[i] = arr
+        self.flat_out[i] = arr.reshape(-1)
+        return arr
+
+
+def scratch(ctx: RunContext, dtype, shape) -> np.ndarray:
+    """Scratch memory for this run from the arena (a plain array where a kernel runs without
+    one, as in some tests). ``shape``: a tuple or an element count."""
+    shape = tuple(int(d) for d in shape) if isinstance(shape, (tuple, list)) else \
+        (int(shape),)
+    if ctx.arena is None:
+        return np.empty(shape, dtype)
+    return ctx.arena.take(np.dtype(dtype), shape, ctx.node.name)

@@ -1,0 +1,109 @@
+"""MatMul and Gemm: the ONNX operators over the product API (product.py).
+
+MatMul is numpy's matmul (batch axes broadcast; float16 and bfloat16 computed in float32,
+the result rounded once). Gemm: y = alpha * (A' B') + beta * C with A' = A or A^T,
+B' = B or B^T and C broadcast unidirectionally to (M, N); its epilogue is two correctly
+rounded multiplies and an add in both modes. Accumulation order and paths: product.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.base import InferContext, OpKernel, RunContext
+from ..core.broadcast import broadcast_shape, element_strides
+from ..core.floats import HALF, compute_dtype, narrow, result_buffer, widen
+from .product import Product, batch_offsets
+
+
+class MatMul(OpKernel):
+    """numpy matmul: a 1-D A is a row (1, K), a 1-D B a column (K, 1), and the added axis
+    is dropped from the result; leading (batch) axes broadcast. float16 and bfloat16 are
+    computed in float32 (inputs widened exactly, the result rounded once)."""
+
+    supports_exact = True
+    ALLOWED = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64,
+                                             np.uint32, np.uint64)) | HALF
+
+    def infer(self, ctx: InferContext) -> None:
+        dt = ctx.same_dtype(0, 1)
+        ctx.check_dtype(0, self.ALLOWED)
+        sa, sb = tuple(ctx.shape(0)), tuple(ctx.shape(1))
+        if not sa or not sb:
+            ctx.fail(f"operands must have rank 1 or more, got shapes {list(sa)} and {list(sb)}")
+        a2 = (1,) + sa if len(sa) == 1 else sa
+        b2 = sb + (1,) if len(sb) == 1 else sb
+        m, k = a2[-2:]
+        k2, n = b2[-2:]
+
+        def bad(_msg=None):
+            ctx.fail(f"shapes {list(sa)} and {list(sb)} cannot be multiplied")
+
+        if k != k2:
+            bad()
+        batch = broadcast_shape([a2[:-2], b2[:-2]], bad)
+        shape = batch + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
+        ctx.set_output(0, dt, shape)
+        wd = compute_dtype(dt)
+        product = Product(wd, m, n, k, (k, 1), (n, 1), batch_offsets(a2[:-2], batch, m * k),
+                          batch_offsets(b2[:-2], batch, k * n), exact=ctx.exact, fold=True)
+        ctx.prepared = (product, wd != dt)
+
+    def absorb_relu(self, prepared) -> bool:
+        """Relu in the tiles, not where the result is rounded to a narrow float after."""
+        product, narrowed = prepared
+        return not narrowed and product.absorb_relu()
+
+    def run(self, ctx: RunContext) -> None:
+        product, _ = ctx.prepared
+        a, b = ctx.flat_in
+        out = ctx.flat_out[0]
+        buf = result_buffer(ctx, out)
+        product(widen(ctx, a), widen(ctx, b), buf)
+        narrow(out, buf)
+
+
+class Gemm(OpKernel):
+    """Y = alpha * A' B' + beta * C (opset 7+; C optional from opset 11)."""
+
+    supports_exact = True
+    ALLOWED = frozenset(np.dtype(t) for t in (np.float32, np.float64))
+
+    def __init__(self, node):
+        super().__init__(node)
+        self.trans_a = int(node.attr("transA", 0)) != 0
+        self.trans_b = int(node.attr("transB", 0)) != 0
+        self.alpha = float(node.attr("alpha", 1.0))
+        self.beta = float(node.attr("beta", 1.0))
+
+    def infer(self, ctx: InferContext) -> None:
+        has_c = ctx.has_input(2)
+        dt = ctx.same_dtype(0, 1, 2) if has_c else ctx.same_dtype(0, 1)
+        ctx.check_dtype(0, self.ALLOWED)
+        if not has_c and self.node.opset < 11:
+            ctx.fail("input C is required before opset 11")
+        sa, sb = tuple(ctx.shape(0)), tuple(ctx.shape(1))
+        if len(sa) != 2 or len(sb) != 2:
+            ctx.fail(f"A and B must be matrices, got shapes {list(sa)} and {list(sb)}")
+        m, k = (sa[1], sa[0]) if self.trans_a else sa
+        k2, n = (sb[1], sb[0]) if self.trans_b else sb
+        if k != k2:
+            ctx.fail(f"shapes {list(sa)} (transA={int(self.trans_a)}) and {list(sb)} "
+                     f"(transB={int(self.trans_b)}) cannot be multiplied")
+        c_strides = None
+        if has_c:
+            sc = tuple(ctx.shape(2))
+            if len(sc) > 2 or any(d not in (1, e) for d, e in zip(sc[::-1], (n, m))):
+                ctx.fail(f"C of shape {list(sc)} does not broadcast to {[m, n]}")
+            c_strides = element_strides(sc, (m, n))
+        ctx.set_output(0, dt, (m, n))
+        ctx.prepared = Product(dt, m, n, k, (1, m) if self.trans_a else (k, 1),
+                               (1, k) if self.trans_b else (n, 1), exact=ctx.exact, gemm=True,
+                               alpha=self.alpha, beta=self.beta, c_strides=c_strides)
+
+    def absorb_relu(self, prepared) -> bool:
+        return prepared.absorb_relu()
+
+    def run(self, ctx: RunContext) -> None:
+        a, b = ctx.flat_in[0], ctx.flat_in[1]
+        c = ctx.flat_in[2] if len(ctx.flat_in) > 2 else None
+        ctx.prepared(a, b, ctx.flat_out[0], c)

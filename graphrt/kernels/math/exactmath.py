@@ -1,0 +1,717 @@
+"""graphrt's own transcendental functions, for exact-mode kernels.
+
+Every function here is built only from IEEE-754 operations that are correctly rounded (+ - * /,
+comparisons), conversions between float64 and int64, and exact scaling by powers of two
+(writing a double's exponent bits), evaluated in one fixed order, compiled without fast-math
+(so without FMA contraction). No libm, no numba math intrinsic: the bits are the same on every
+machine, math library and instruction set (tests/test_exactmath.py runs them on numba's
+generic x86-64 target too).
+
+The public functions (exp, expm1, log, log1p, tanh, sigmoid, erf, erfc, softplus, mish, gelu,
+gelu_tanh, swish, pow) take float32 or float64 scalars and return the argument's type. A
+float32 argument is computed in float64 and rounded once at the end, so float32 results are
+the correctly rounded value except when the exact value lies within about 2**-28 ulp of a
+rounding boundary (none seen in 20,000 samples per function: max error 0.5 ulp). Float64
+max errors measured against mpmath over 20,000 random and edge values per function: at most
+0.505 ulp for exp, log, log1p, sigmoid, softplus, mish, gelu_tanh, swish and pow; expm1 0.54,
+tanh 0.60, erfc 0.79, gelu 0.82, erf 0.84 (docs/exact-mode.md has the table,
+tests/test_exactmath.py the bounds). Subnormal results may be off by one subnormal ulp (their
+last scaling rounds a second time).
+
+Special values follow C99 Annex F (NaN in, NaN out; log(0) = -inf; log(x < 0) = NaN; exp(-inf)
+= 0; pow's table of ±0, ±1 and ±inf cases); where a formula would give inf * 0 the limit is
+returned instead: gelu, gelu_tanh, mish and swish of -inf are -0.
+
+Methods (all double arithmetic; "dd" = an unevaluated sum hi + lo of two doubles, made with
+Knuth's two-sum and Dekker's two-product, the latter with Veltkamp splitting since there is no
+FMA):
+- exp: x = (64 k + j) ln2/64 + r, |r| <= ln2/128, by Cody-Waite reduction whose first step is
+  exact; exp(r) - 1 by its Taylor polynomial to r**6 (truncation below 2**-64), 2**(j/64) from
+  a table of dd values, 2**(j/64) * r by two-product; one rounding (a second one only when
+  scaling by 2**k makes the result subnormal).
+- log: x = 2**e m with m in [sqrt(1/2), sqrt(2)), F = m rounded to a multiple of 1/128, f = m - F
+  (exact), u = f / F with its exact remainder carried; log x = e ln2 + log F + log1p(u), log1p by
+  its Taylor polynomial to u**8 (|u| < 1/180), log F from a dd table, the big parts summed
+  exactly. log1p(x) is log(1 + x) with the rounding error of 1 + x carried as a low part.
+- expm1, tanh, sigmoid: from the exp parts in dd arithmetic, then one division done in dd.
+- erf, erfc: |x| < 0.75: x + x P(x*x); else erfc = exp(-x*x) G(x), x*x split exactly, with
+  fitted polynomials P and G (mpmath.chebyfit, 60 digits: examples/exactmath_coefficients.py
+  prints them). erf = 1 - erfc there.
+- gelu(x) = x/2 erfc(-x/sqrt2) with x/sqrt2 in dd; gelu_tanh(x) = x sigmoid(2u) (the same as
+  x/2 (1 + tanh u)) with u = sqrt(2/pi) (x + 0.044715 x**3) in dd; mish(x) = x n/(n + 2) with
+  n = e (e + 2), e = exp(x) (tanh(log(1 + e)) rewritten without cancellation); softplus(x) =
+  max(x, 0) + log1p(exp(-|x|)); swish(x, a) = x sigmoid(a x) with a x in dd.
+- pow(x, y) = exp(y log|x|) with log|x| in dd and y log|x| by two-product; integer results
+  that are representable come out exactly (2**10, 3**3, x**2 for float32 x).
+
+The tables are computed when the module is imported, in exact integer arithmetic (no floats,
+no libm), and rounded to doubles by Python's correctly rounded int-to-float division.
+"""
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+from numba import njit
+
+from ..core.jit import Variants
+
+
+def _scalar(fn):
+    return njit(cache=True, nogil=True, fastmath=False, error_model="numpy")(fn)
+
+
+# ----------------------------------------------------------------------------- tables
+
+_P = 200        # bits of the fixed-point arithmetic below
+
+
+def _atanh2_fixed(num: int, den: int) -> int:
+    """2 atanh(num/den) * 2**_P, within a few units (|num/den| <= 1/3), integers only."""
+    sign = -1 if num < 0 else 1
+    z = (abs(num) << _P) // den
+    z2 = (z * z) >> _P
+    term, total, i = z, 0, 1
+    while term:
+        total += term // i
+        term = (term * z2) >> _P
+        i += 2
+    return sign * 2 * total
+
+
+def _as_float(v: int) -> float:
+    """The double nearest v * 2**-_P."""
+    return float(Fraction(v, 1 << _P))
+
+
+def _split_fixed(v: int, bits: int) -> tuple[float, float]:
+    """v * 2**-_P as hi + lo with hi a multiple of 2**-bits (so that small integer multiples
+    of hi and sums of such values are exact)."""
+    q = _P - bits
+    hi = (v + (1 << (q - 1))) >> q
+    return hi / (1 << bits), _as_float(v - (hi << q))
+
+
+def _exp_table() -> tuple[np.ndarray, np.ndarray]:
+    """2**(j/64) for j < 64 as hi + lo: six nested integer square roots of 2**(j + 64 _P)."""
+    hi, lo = [], []
+    for j in range(64):
+        t = 1 << (j + 64 * _P)
+        for _ in range(6):
+            t = math.isqrt(t)
+        hi.append(_as_float(t))
+        lo.append(_as_float(t - int(Fraction(hi[-1]) * (1 << _P))))
+    return np.array(hi), np.array(lo)
+
+
+def _log_table() -> tuple[np.ndarray, np.ndarray]:
+    """log(k/128) = 2 atanh((k - 128) / (k + 128)) for _LOG_K0 <= k <= 182, as hi + lo with
+    hi a multiple of 2**-42."""
+    pairs = [_split_fixed(_atanh2_fixed(k - 128, k + 128), 42) for k in range(_LOG_K0, 183)]
+    return np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+
+
+_LOG_K0 = 90
+_LN2_FIXED = _atanh2_fixed(1, 3)
+_EXP_HI, _EXP_LO = _exp_table()
+_LOG_HI, _LOG_LO = _log_table()
+_LN2_64_HI, _LN2_64_LO = _split_fixed(_LN2_FIXED >> 6, 42)    # 36 bits: n * hi exact, |n| < 2**17
+_LN2_HI, _LN2_LO = _split_fixed(_LN2_FIXED, 42)               # 42 bits: e * hi exact, |e| < 2**11
+_INV_LN2_64 = float(Fraction(64 << _P, _LN2_FIXED))
+
+
+def _dd(value: Fraction) -> tuple[float, float]:
+    hi = float(value)
+    return hi, float(value - Fraction(hi))
+
+
+_ROUND = 6755399441055744.0         # 1.5 * 2**52: (v + _ROUND) - _ROUND rounds v to an integer
+_SQRT2 = 1.4142135623730951
+_TWO54 = 18014398509481984.0
+_MIN_NORMAL = 2.2250738585072014e-308
+_MANT = (1 << 52) - 1
+_ONE_BITS = 1023 << 52
+_HIGH26 = -(1 << 27)                 # clears the 27 low bits of a double's significand
+_THIRD, _SIXTH, _SEVENTH = 1.0 / 3.0, 1.0 / 6.0, 1.0 / 7.0
+_C4, _C5, _C6 = 1.0 / 24.0, 1.0 / 120.0, 1.0 / 720.0
+# constants as dd pairs (from 50-digit decimal expansions)
+_RSQRT2_HI, _RSQRT2_LO = _dd(Fraction("0.70710678118654752440084436210484903928483593768847"))
+_TWO_RSQRTPI = 1.1283791670955126   # 2/sqrt(pi) (a correction term only)
+_K_HI, _K_LO = _dd(2 * Fraction("0.79788456080286535587989211986876373695171726232986"))
+_GELU_C_HI, _GELU_C_LO = _dd(Fraction("0.044715"))
+
+
+# erf(x)/x - 1 as a polynomial in x*x on [0, 1]; erfc(t) exp(t*t) on [0.75, 2] and [2, 4] as
+# polynomials in t - 1.375 and t - 3; t erfc(t) exp(t*t) on [4, 28] in w = 1/(t*t).
+# Highest power first, the constant term as a pair hi, lo; max fit error below 2e-19 for each.
+_ERF_SMALL = np.array([
+    5.957176147748911e-11, -1.1372848856791674e-09, 1.4659775274047436e-08,
+    -1.6350312701054695e-07, 1.6461000484121368e-06, -1.4925595266831182e-05,
+    0.0001205533111164271, -0.000854832698083379, 0.0052239776248180145,
+    -0.026866170645076792, 0.11283791670954879, -0.3761263890318375,
+    0.1283791670955126, -1.2550489881249748e-17,
+])
+_ERFC_HEAD = np.array([
+    -4.4094716222366495e-10, 1.7250681797307015e-09, -5.753817170681488e-09,
+    2.1471815132355912e-08, -7.905633220641513e-08, 2.8192600911581064e-07,
+    -9.803040632854283e-07, 3.320817953251276e-06, -1.0938169444927068e-05,
+    3.496502916202807e-05, -0.00010823683627870596, 0.0003236507758835364,
+    -0.0009320855811180141, 0.00257622077922757, -0.006804603105295571,
+    0.01708499160738958, -0.040503371223401106, 0.08986211864695719,
+    -0.18431546997466777, 0.3432958898621254, -1.1941507934101406e-17,
+])
+_ERFC_2_4 = np.array([
+    -3.32463503923892e-13, 1.6647790649164353e-12, -6.555844952443731e-12,
+    3.165046186861128e-11, -1.539306000137148e-10, 7.206556491473509e-10,
+    -3.312780752600577e-09, 1.4977112890287265e-08, -6.646690382092543e-08,
+    2.8926692938101366e-07, -1.2333677143104898e-06, 5.146436493852072e-06,
+    -2.0989464462229973e-05, 8.355413963925958e-05, -0.00032412554449670324,
+    0.0012230390523759822, -0.00447943101837258, 0.01588437115987136,
+    -0.05437226000717287, 0.17900115118138996, -5.552119524704471e-18,
+])
+_ERFC_4_UP = np.array([
+    4494409219.87478, -2829060712.061628, 853385788.8418657,
+    -167016968.17603797, 24486495.50854524, -2987058.568383735,
+    333612.4937488197, -37245.37960694931, 4452.153450458183,
+    -595.3978286782768, 91.63386310712049, -16.66119883606932,
+    3.7024939918540407, -1.0578554685489245, 0.4231421876593345,
+    -0.2820947917738762, 0.5641895835477563, 6.649999587775007e-18,
+])
+
+
+# ----------------------------------------------------------------------------- building blocks
+
+@_scalar
+def _bits(x):
+    return np.float64(x).view(np.int64)
+
+
+@_scalar
+def _from_bits(b):
+    return np.int64(b).view(np.float64)
+
+
+@_scalar
+def _pow2(k):
+    """2**k for -1022 <= k <= 1023, exactly."""
+    return _from_bits((np.int64(k) + 1023) << 52)
+
+
+@_scalar
+def _scale(v, k):
+    """v * 2**k for |v| < 4 and integer k, in at most two exact steps and one rounding
+    (only a subnormal or overflowing result rounds)."""
+    if k > 1023:
+        return v * np.inf if k > 1100 else (v * _pow2(1023)) * _pow2(k - 1023)
+    if k < -1022:
+        return v * 0.0 if k < -1200 else (v * _pow2(k + 600)) * _pow2(-600)
+    return v * _pow2(k)
+
+
+@_scalar
+def _two_sum(a, b):
+    """s + e = a + b exactly, s = fl(a + b) (Knuth)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+@_scalar
+def _fast_two_sum(a, b):
+    """s + e = a + b exactly when a is 0 or has an exponent at least b's (Dekker)."""
+    s = a + b
+    return s, b - (s - a)
+
+
+@_scalar
+def _split(a):
+    """a = hi + lo with 26 significant bits in hi (Veltkamp; |a| < 2**995)."""
+    c = 134217729.0 * a
+    hi = c - (c - a)
+    return hi, a - hi
+
+
+@_scalar
+def _two_prod(a, b):
+    """p + e = a * b exactly, p = fl(a * b) (Dekker, without FMA)."""
+    p = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+@_scalar
+def _mul_dd(ah, al, bh, bl):
+    p, e = _two_prod(ah, bh)
+    return p, e + (ah * bl + al * bh)
+
+
+@_scalar
+def _div_dd(nh, nl, dh, dl):
+    """(nh + nl) / (dh + dl) as q + lo: q rounded, lo from the exact remainder."""
+    q = nh / dh
+    ph, pl = _two_prod(q, dh)
+    r = (((nh - ph) - pl) + nl) - q * dl
+    return q, r / dh
+
+
+@_scalar
+def _times_dd(x, h, lo):
+    """x (h + lo), rounded once; a zero result has the sign of x * h."""
+    if abs(x) == np.inf:
+        return x * h
+    ph, pl = _two_prod(x, h)
+    r = ph + (pl + x * lo)
+    return r if r != 0.0 else ph
+
+
+@_scalar
+def _horner_dd(c, v):
+    """The polynomial c at v (highest power first, the constant term as the pair c[-2],
+    c[-1]) as hi + lo: the last step, which carries the most weight, is done exactly."""
+    n = c.size
+    r = c[0]
+    for i in range(1, n - 2):
+        r = r * v + c[i]
+    ph, pl = _two_prod(r, v)
+    s, e = _two_sum(c[n - 2], ph)
+    return s, e + (pl + c[n - 1])
+
+
+# ----------------------------------------------------------------------------- exp and log
+
+@_scalar
+def _expm1_small(r):
+    """exp(r) - 1 - r for |r| < 0.006 (Taylor to r**6)."""
+    return r * r * (0.5 + r * (_SIXTH + r * (_C4 + r * (_C5 + r * _C6))))
+
+
+@_scalar
+def _exp_parts(x, xlo):
+    """exp(x + xlo) = (hi + lo) * 2**k, hi in [0.99, 2); for |x| < 1400, |xlo| < 1e-3."""
+    nf = (x * _INV_LN2_64 + _ROUND) - _ROUND
+    n = np.int64(nf)
+    rh = x - nf * _LN2_64_HI                   # exact
+    rl = xlo - nf * _LN2_64_LO
+    q = _expm1_small(rh + rl)
+    j = n & 63
+    th = _EXP_HI[j]
+    ph, pl = _two_prod(th, rh)
+    s, e = _fast_two_sum(th, ph)
+    hi, lo = _fast_two_sum(s, e + (pl + (_EXP_LO[j] + th * (rl + q))))
+    return hi, lo, n >> 6
+
+
+@_scalar
+def _exp_dd(x, xlo):
+    """exp(x + xlo) as hi + lo, for x <= 709 (tiny results lose their low part)."""
+    if x < -760.0:
+        return 0.0, 0.0
+    hi, lo, k = _exp_parts(x, xlo)
+    return _scale(hi, k), _scale(lo, k)
+
+
+@_scalar
+def _exp(x):
+    if not x > -760.0:
+        return x if x != x else 0.0
+    if x > 710.0:
+        return np.inf
+    hi, lo, k = _exp_parts(x, 0.0)
+    return _scale(hi + lo, k)
+
+
+@_scalar
+def _expm1(x):
+    if x != x:
+        return x
+    if x > 710.0:
+        return np.inf
+    if x < -40.0:
+        return -1.0
+    if abs(x) < 0.005:      # the reduction would give r = x
+        return x + _expm1_small(x) if x != 0.0 else x
+    hi, lo, k = _exp_parts(x, 0.0)
+    if k > 1000:
+        return _scale(hi + lo, k)
+    s = _pow2(k)
+    a, e = _two_sum(hi * s, -1.0)
+    return a + (e + lo * s)
+
+
+@_scalar
+def _log_parts(x, xlo):
+    """log(x + xlo) as hi + lo (hi = the rounded log), for finite x > 0, |xlo| <= ulp(x)."""
+    e = np.int64(0)
+    if x < _MIN_NORMAL:
+        x = x * _TWO54
+        xlo = xlo * _TWO54
+        e = np.int64(-54)
+    b = _bits(x)
+    ex = (b >> 52) - 1023
+    m = _from_bits((b & _MANT) | _ONE_BITS)
+    c = _scale(xlo, -ex)
+    e = e + ex
+    if m > _SQRT2:
+        m = m * 0.5
+        c = c * 0.5
+        e = e + 1
+    k = np.int64(m * 128.0 + 0.5)
+    big_f = np.float64(k) * 0.0078125
+    f = m - big_f
+    u = f / big_f
+    uh = _from_bits(_bits(u) & _HIGH26)         # uh * F and (u - uh) * F are exact
+    ul = u - uh
+    corr = (((f - uh * big_f) - ul * big_f) + c) / big_f
+    de = np.float64(e)
+    hi, err = _fast_two_sum(de * _LN2_HI + _LOG_HI[k - _LOG_K0], u)
+    poly = (u * u) * (-0.5 + u * (_THIRD + u * (-0.25 + u * (0.2 + u * (
+        -_SIXTH + u * (_SEVENTH + u * -0.125))))))
+    # log1p(u + corr) = log1p(u) + corr (1 - u) - corr**2 / 2 to 2**-100; the low parts are
+    # summed as a dd, since corr (xlo: log1p's rounding of 1 + x) can be near the result's ulp
+    small = (poly - corr * u - 0.5 * corr * corr) + (de * _LN2_LO + _LOG_LO[k - _LOG_K0])
+    t1, t2 = _two_sum(corr, small)
+    s, e1 = _fast_two_sum(hi, t1)
+    return _fast_two_sum(s, e1 + (err + t2))
+
+
+@_scalar
+def _log(x):
+    if not x > 0.0:
+        return -np.inf if x == 0.0 else np.nan      # NaN for NaN and x < 0
+    if x == np.inf:
+        return x
+    return _log_parts(x, 0.0)[0]
+
+
+@_scalar
+def _log1p(x):
+    if not x > -1.0:
+        return -np.inf if x == -1.0 else np.nan
+    if x == np.inf or abs(x) < 5.551115123125783e-17:
+        return x
+    u, c = _two_sum(1.0, x)
+    return _log_parts(u, c)[0]
+
+
+# ----------------------------------------------------------------------------- built on exp, log
+
+@_scalar
+def _sigmoid_parts(x, xlo):
+    """1 / (1 + exp(-(x + xlo))) = (h + lo) * 2**k: (h, lo, k)."""
+    k = np.int64(0)
+    if x != x:
+        return x, x, k
+    if x < -700.0:                      # e / (1 + e) = e to 2**-1000
+        if x < -1400.0:
+            return 0.0, 0.0, k
+        return _exp_parts(x, xlo)
+    if x >= 0.0:
+        eh, el = _exp_dd(-x, -xlo)
+        dh, dl = _two_sum(1.0, eh)
+        h, lo = _div_dd(1.0, 0.0, dh, dl + el)
+        return h, lo, k
+    eh, el = _exp_dd(x, xlo)
+    dh, dl = _two_sum(1.0, eh)
+    h, lo = _div_dd(eh, el, dh, dl + el)
+    return h, lo, k
+
+
+@_scalar
+def _tanh(x):
+    """(1 - E) / (1 + E) with E = exp(-2|x|), the sign of x; x itself below 2**-28."""
+    if x != x:
+        return x
+    a = abs(x)
+    if a < 3.725290298461914e-09:
+        return x
+    t = 1.0
+    if a < 22.0:
+        eh, el = _exp_dd(-2.0 * a, 0.0)
+        nh, nl = _two_sum(1.0, -eh)
+        dh, dl = _two_sum(1.0, eh)
+        qh, ql = _div_dd(nh, nl - el, dh, dl + el)
+        t = qh + ql
+    return t if x > 0.0 else -t
+
+
+@_scalar
+def _softplus(x):
+    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|))."""
+    if x != x or x > 40.0:
+        return x
+    if x < -40.0:
+        return _exp(x)          # log1p(e) = e (1 - e/2 ...) with e < 2**-57
+    eh, el = _exp_dd(-abs(x), 0.0)
+    if x < -18.0:               # e < 2**-25: log1p(e) = e - e**2/2 + e**3/3 to 2**-100
+        return eh + (el + eh * eh * (-0.5 + eh * _THIRD))
+    u, c = _two_sum(1.0, eh)
+    lh, ll = _log_parts(u, c + el)
+    s, e = _two_sum(x if x > 0.0 else 0.0, lh)
+    return s + (e + ll)
+
+
+@_scalar
+def _mish(x):
+    """x tanh(log(1 + e)) = x n / (n + 2) with n = e (e + 2), e = exp(x)."""
+    if x != x or x > 20.0:
+        return x
+    if x < -760.0:
+        return -0.0
+    if x < -700.0:                      # n / (n + 2) = e to 2**-1000
+        hi, lo, k = _exp_parts(x, 0.0)
+        return _scale(_times_dd(x, hi, lo), k)
+    eh, el = _exp_dd(x, 0.0)
+    ah, al = _two_sum(eh, 2.0)
+    nh, nl = _mul_dd(eh, el, ah, al + el)
+    dh, dl = _two_sum(nh, 2.0)
+    qh, ql = _div_dd(nh, nl, dh, dl + nl)
+    return _times_dd(x, qh, ql)
+
+
+@_scalar
+def _swish(x, alpha):
+    """x sigmoid(alpha x); the limit 0 (with x's sign) where the sigmoid is 0."""
+    ph, pl = _two_prod(alpha, x)
+    sh, sl, k = _sigmoid_parts(ph, pl)
+    if sh == 0.0:
+        return -0.0 if x < 0.0 else 0.0
+    return _scale(_times_dd(x, sh, sl), k)
+
+
+@_scalar
+def _erfc_tail(t, tlo):
+    """erfc(t + tlo) = (vh + vl) * 2**k for t >= 0.75: (vh, vl, k). erfc = exp(-t*t) g(t)
+    with g' = 2 t g - 2/sqrt(pi) for the tlo correction; above 4, g = G(1/t**2) / t."""
+    if t > 28.0:
+        return 0.0, 0.0, np.int64(0)
+    sh, sl = _two_prod(t, t)
+    hi, lo, k = _exp_parts(-sh, -(sl + 2.0 * t * tlo))
+    if t < 4.0:
+        if t < 2.0:
+            gh, gl = _horner_dd(_ERFC_HEAD, t - 1.375)
+        else:
+            gh, gl = _horner_dd(_ERFC_2_4, t - 3.0)
+        vh, vl = _two_prod(hi, gh)
+        vl = vl + ((hi * gl + lo * gh) + hi * (tlo * (2.0 * t * gh - _TWO_RSQRTPI)))
+    else:
+        gh, gl = _horner_dd(_ERFC_4_UP, 1.0 / sh)
+        vh, vl = _two_prod(hi, gh)
+        vh, vl = _div_dd(vh, vl + (hi * gl + lo * gh), t, tlo)
+    return vh, vl, k
+
+
+@_scalar
+def _erf(x):
+    if x != x or x == 0.0:
+        return x
+    a = abs(x)
+    if a < 0.75:
+        ph, pl = _horner_dd(_ERF_SMALL, x * x)
+        qh, ql = _two_prod(x, ph)              # erf(x) = x + qh + ql + x pl
+        s, e = _two_sum(x, qh)
+        return s + (e + (ql + x * pl))
+    r = 1.0
+    if a < 6.0:
+        vh, vl, k = _erfc_tail(a, 0.0)
+        r = 1.0 - _scale(vh + vl, k)
+    return r if x > 0.0 else -r
+
+
+@_scalar
+def _erfc_parts(x, xlo):
+    """erfc(x + xlo) = (vh + vl) * 2**k: (vh, vl, k)."""
+    if x != x:
+        return x, x, np.int64(0)
+    a = abs(x)
+    if a < 0.75:
+        z = x * x
+        ph, pl = _horner_dd(_ERF_SMALL, z)
+        qh, ql = _two_prod(x, ph)
+        # erf(x + xlo) - erf(x) = xlo 2/sqrt(pi) exp(-z), exp(-z) to five terms (z < 1)
+        d = xlo * (_TWO_RSQRTPI * (1.0 - z * (1.0 - z * (0.5 - z * (_SIXTH - z * _C4)))))
+        s, e = _two_sum(1.0, -x)
+        s, e2 = _two_sum(s, -qh)
+        return s, e2 + (e - ((ql + x * pl) + d)), np.int64(0)
+    if x > 0.0:
+        return _erfc_tail(a, xlo)
+    vh, vl, k = _erfc_tail(a, -xlo)
+    s, e = _two_sum(2.0, -_scale(vh, k))
+    return s, e - _scale(vl, k), np.int64(0)
+
+
+@_scalar
+def _gelu(x):
+    """x/2 erfc(-x/sqrt2) (= x/2 (1 + erf(x/sqrt2)) without its cancellation for x < 0)."""
+    if x == -np.inf:
+        return -0.0
+    th, tl = _two_prod(x, -_RSQRT2_HI)
+    vh, vl, k = _erfc_parts(th, tl - x * _RSQRT2_LO)
+    return _scale(_times_dd(0.5 * x, vh, vl), k)
+
+
+@_scalar
+def _gelu_tanh(x):
+    """x/2 (1 + tanh(u)) = x sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x**3)."""
+    if x != x or x > 10.0:
+        return x
+    if x < -25.0:
+        return -0.0
+    x2h, x2l = _two_prod(x, x)
+    x3h, x3l = _mul_dd(x2h, x2l, x, 0.0)
+    ch, cl = _mul_dd(_GELU_C_HI, _GELU_C_LO, x3h, x3l)
+    sh, sl = _two_sum(x, ch)
+    uh, ul = _mul_dd(_K_HI, _K_LO, sh, sl + cl)
+    gh, gl, k = _sigmoid_parts(uh, ul)
+    return _scale(_times_dd(x, gh, gl), k)
+
+
+@_scalar
+def _int_kind(y):
+    """(y is an integer, y is an odd integer) for finite y."""
+    if abs(y) >= 9007199254740992.0:     # 2**53: every such double is an even integer
+        return True, False
+    n = np.int64(y)
+    if np.float64(n) != y:
+        return False, False
+    return True, (n & 1) == 1
+
+
+@_scalar
+def _pow(x, y):
+    """x**y by C99's rules; exp(y log|x|) with log|x| and the product in dd."""
+    if y == 0.0 or x == 1.0:
+        return 1.0
+    if x != x or y != y:
+        return x + y
+    is_int, odd = _int_kind(y) if abs(y) != np.inf else (True, False)
+    if x == 0.0:
+        if y < 0.0:
+            return 1.0 / x if odd else np.inf
+        return x if odd else 0.0
+    ax = abs(x)
+    if abs(y) == np.inf:
+        if ax == 1.0:
+            return 1.0
+        return 0.0 if (ax < 1.0) == (y > 0.0) else np.inf
+    if ax == np.inf:
+        r = np.inf if y > 0.0 else 0.0
+        return -r if x < 0.0 and odd else r
+    if x < 0.0 and not is_int:
+        return np.nan
+    lh, ll = _log_parts(ax, 0.0)
+    p = y * lh
+    if p > 710.0:
+        r = np.inf
+    elif p < -760.0:
+        r = 0.0
+    else:
+        ph, pl = _two_prod(y, lh)
+        hi, lo, k = _exp_parts(ph, pl + y * ll)
+        r = _scale(hi + lo, k)
+    return -r if x < 0.0 and odd else r
+
+
+# ----------------------------------------------------------------------------- public functions
+# float32 in, float32 out (computed in float64, rounded once); float64 in, float64 out.
+
+@_scalar
+def exp(x):
+    return type(x)(_exp(np.float64(x)))
+
+
+@_scalar
+def expm1(x):
+    return type(x)(_expm1(np.float64(x)))
+
+
+@_scalar
+def log(x):
+    return type(x)(_log(np.float64(x)))
+
+
+@_scalar
+def log1p(x):
+    return type(x)(_log1p(np.float64(x)))
+
+
+@_scalar
+def tanh(x):
+    return type(x)(_tanh(np.float64(x)))
+
+
+@_scalar
+def sigmoid(x):
+    h, lo, k = _sigmoid_parts(np.float64(x), 0.0)
+    return type(x)(_scale(h + lo, k))
+
+
+@_scalar
+def erf(x):
+    return type(x)(_erf(np.float64(x)))
+
+
+@_scalar
+def erfc(x):
+    vh, vl, k = _erfc_parts(np.float64(x), 0.0)
+    return type(x)(_scale(vh + vl, k))
+
+
+@_scalar
+def softplus(x):
+    return type(x)(_softplus(np.float64(x)))
+
+
+@_scalar
+def mish(x):
+    return type(x)(_mish(np.float64(x)))
+
+
+@_scalar
+def gelu(x):
+    return type(x)(_gelu(np.float64(x)))
+
+
+@_scalar
+def gelu_tanh(x):
+    return type(x)(_gelu_tanh(np.float64(x)))
+
+
+@_scalar
+def swish(x, alpha):
+    return type(x)(_swish(np.float64(x), np.float64(alpha)))
+
+
+@_scalar
+def pow(x, y):     # noqa: A001 (the operator's name)
+    return type(x)(_pow(np.float64(x), np.float64(y)))
+
+
+# ----------------------------------------------------------------------------- wiring
+
+class FastExact:
+    """Kernel variants whose fast forms come from one binding of a template and whose exact
+    forms from another (the exact one binds the scalar functions above instead of libm's)."""
+
+    __slots__ = ("fast", "exact")
+
+    def __init__(self, fast: Variants, exact: Variants):
+        self.fast = fast
+        self.exact = exact
+
+    def get(self, exact: bool, parallel: bool = False):
+        return (self.exact if exact else self.fast).get(exact, parallel)
+
+    @classmethod
+    def of(cls, make, libm_op, own_op, name: str) -> "FastExact":
+        """``make(op, name)`` (e.g. elementwise.unary_variants) with the libm-calling scalar
+        function for the fast variants and graphrt's own for the exact ones."""
+        return cls(make(libm_op, name), make(own_op, name + "_exact"))
+
+
+def exact_twin(helper, name: str, **deps):
+    """The exact variant of an njit scalar helper whose code branches on its module's global
+    ``EXACT`` (the helper as compiled, with EXACT = False, is the fast one). ``deps`` are the
+    exact functions it calls, bound again so that editing them renames the twin."""
+    return Variants(helper.py_func, name, **deps).get(True)

@@ -1,0 +1,711 @@
+"""Conv: N-d convolution (1, 2 or 3 spatial axes) as im2col plus the shared GEMM kernel.
+
+    y[n, m, o] = sum_{c, k} w[m, c, k] * xpad[n, g * C/G + c, o * s - pb + k * d] (+ b[m])
+
+with g = m // (M/G) the group of output channel m, k the kernel positions, s the strides, d the
+dilations, pb the leading pads, and xpad zero outside the input. Each image is unfolded into a
+column matrix col[(c, k), o] (arena scratch, a few images at a time) and multiplied by the
+weights with matmul's kernel: for every output element acc = 0, then for c ascending and,
+inside, the kernel positions in row-major order ascending, acc = acc + w * col (padding taps
+included, as products with 0); the bias is added last. That order is the same in both
+variants; the exact variant has no FMA and writes NaN results as the canonical NaN. Work is
+split over images, groups and blocks of output channels, never over the sum, so the bits do
+not depend on the thread count. float16 is computed in float32 and rounded once at the end.
+
+The window geometry (Window, spatial_3d, scratch, Float16) is shared with the pooling,
+ConvTranspose and DeformConv kernels.
+"""
+from __future__ import annotations
+
+import math
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from ... import dtypes as _dt
+from ...errors import ErrorKind
+from ...threads import ensure_layer
+from ..gemm import microkernel
+from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.broadcast import PARALLEL_MIN
+from .normalization import channel_affine
+from ..core.pointwise import scale_shift_relu
+from ..core.runs import copy_run, deal_run, zero_run
+from ..core.floats import narrow, result_buffer, widen
+from ..core.jit import Variants
+from ..gemm.product import PARALLEL_WORK, Product
+
+EXACT = False
+BIAS = True
+RELU = False
+AFFINE = False
+
+AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+COL_BYTES = 1 << 25         # im2col scratch per chunk of images (at least one image)
+
+# canonical 3-d geometry vector (int64): 1-d and 2-d inputs get leading axes of extent 1
+(_C, _D, _H, _W, _OD, _OH, _OW, _KD, _KH, _KW, _SD, _SH, _SW, _DD, _DH, _DW, _PD, _PH,
+ _PW) = range(19)
+GEO_SIZE = 19
+
+
+# ----------------------------------------------------------------------------- geometry
+
+def _ints(node, key):
+    v = node.attr(key)
+    return None if v is None else [int(x) for x in v]
+
+
+class Axes:
+    """Resolved window geometry of one plan: per spatial axis the output extent, leading and
+    trailing pads, kernel extent, stride and dilation."""
+
+    __slots__ = ("out", "begin", "end", "kernel", "strides", "dilations")
+
+    def __init__(self, out, begin, end, kernel, strides, dilations):
+        self.out, self.begin, self.end = out, begin, end
+        self.kernel, self.strides, self.dilations = kernel, strides, dilations
+
+
+class Window:
+    """The kernel_shape, strides, dilations, pads and auto_pad attributes of a sliding-window
+    node, validated at load time; ``resolve`` fits them to an input's spatial extents."""
+
+    def __init__(self, node, need_kernel: bool, dilations: bool = True):
+        self.kernel = _ints(node, "kernel_shape")
+        if need_kernel and self.kernel is None:
+            node.fail("attribute 'kernel_shape' is required")
+        self.strides = _ints(node, "strides")
+        self.dilations = _ints(node, "dilations") if dilations else None
+        self.pads = _ints(node, "pads")
+        auto = node.attr("auto_pad", "NOTSET") or "NOTSET"
+        if auto not in AUTO_PADS:
+            node.fail(f"auto_pad {auto!r} is not one of {', '.join(AUTO_PADS)}")
+        self.auto_pad = auto
+        for key, vals, low in (("kernel_shape", self.kernel, 1), ("strides", self.strides, 1),
+                               ("dilations", self.dilations, 1), ("pads", self.pads, 0)):
+            if vals is not None and any(v < low for v in vals):
+                node.fail(f"{key} {vals} has a value below {low}")
+        if self.pads is not None and len(self.pads) % 2:
+            node.fail(f"pads {self.pads} must have an even length (begins, then ends)")
+
+    def lists(self, fail, r: int, kernel=None):
+        """Kernel, strides, dilations and explicit pads for ``r`` spatial axes."""
+        kernel = self.kernel if kernel is None else list(kernel)
+        if self.kernel is not None and list(self.kernel) != list(kernel):
+            fail(f"kernel_shape {self.kernel} does not match the weights' kernel {list(kernel)}")
+        strides = self.strides or [1] * r
+        dilations = self.dilations or [1] * r
+        pads = self.pads or [0] * (2 * r)
+        for key, vals, n in (("kernel_shape", kernel, r), ("strides", strides, r),
+                             ("dilations", dilations, r), ("pads", pads, 2 * r)):
+            if len(vals) != n:
+                fail(f"{key} {list(vals)} should have {n} values for {r} spatial axes")
+        return list(kernel), list(strides), list(dilations), list(pads)
+
+    def resolve(self, fail, spatial, kernel=None, ceil_mode: bool = False) -> Axes:
+        """Output extents and pads: SAME_* pads so that out = ceil(in / stride) (the odd pad
+        at the end for SAME_UPPER, at the beginning for SAME_LOWER); otherwise
+        out = floor((in + pads - (k - 1) * d - 1) / s) + 1, or ceil with ``ceil_mode``, where a
+        last window starting in the trailing padding is dropped."""
+        r = len(spatial)
+        kernel, strides, dilations, pads = self.lists(fail, r, kernel)
+        out, begin, end = [], [], []
+        for i, n in enumerate(spatial):
+            s, ek = strides[i], (kernel[i] - 1) * dilations[i] + 1
+            if self.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+                o = -(-n // s)
+                total = max(0, (o - 1) * s + ek - n)
+                pb = total // 2 if self.auto_pad == "SAME_UPPER" else total - total // 2
+                out.append(o)
+                begin.append(pb)
+                end.append(total - pb)
+                continue
+            pb, pe = (0, 0) if self.auto_pad == "VALID" else (pads[i], pads[i + r])
+            span = n + pb + pe - ek
+            if span < 0:
+                fail(f"the kernel extent {ek} (kernel {kernel[i]}, dilation {dilations[i]}) is "
+                     f"larger than the padded input extent {n + pb + pe} on spatial axis {i}")
+            o = (-(-span // s) if ceil_mode else span // s) + 1
+            if ceil_mode and (o - 1) * s >= n + pb:
+                o -= 1
+            out.append(o)
+            begin.append(pb)
+            end.append(pe)
+        return Axes(out, begin, end, kernel, strides, dilations)
+
+
+def spatial_3d(values, fill=1) -> list:
+    """``values`` of 1 to 3 spatial axes as three, the missing leading axes set to ``fill``."""
+    return [fill] * (3 - len(values)) + list(values)
+
+
+def geometry(channels, spatial, ax: Axes) -> np.ndarray:
+    """The canonical 3-d geometry vector of a window operation."""
+    g = np.zeros(GEO_SIZE, dtype=np.int64)
+    g[_C] = channels
+    g[_D:_W + 1] = spatial_3d(spatial)
+    g[_OD:_OW + 1] = spatial_3d(ax.out)
+    g[_KD:_KW + 1] = spatial_3d(ax.kernel)
+    g[_SD:_SW + 1] = spatial_3d(ax.strides)
+    g[_DD:_DW + 1] = spatial_3d(ax.dilations)
+    g[_PD:_PW + 1] = spatial_3d(ax.begin, 0)
+    return g
+
+
+def check_rank(ctx, shape, what="X"):
+    if not 3 <= len(shape) <= 5:
+        ctx.fail(f"{what} of shape {list(shape)} must have 1 to 3 spatial axes "
+                 f"(rank 3 to 5)", ErrorKind.UNSUPPORTED if len(shape) > 5 else
+                 ErrorKind.INVALID_MODEL)
+
+
+def check_float(ctx, i=0):
+    return ctx.check_dtype(i, _dt.FLOATS)
+
+
+
+def ceil_div(a, b):
+    return -(-a // b)
+
+
+# ----------------------------------------------------------------------------- kernels
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def tap_of(r, kd_, kh_, kw_):
+    """Row r of a column matrix as (channel, kd, kh, kw), kernel positions row-major."""
+    kw = r % kw_
+    q = r // kw_
+    kh = q % kh_
+    q = q // kh_
+    return q // kd_, q % kd_, kh, kw
+
+
+def _add_bias(y, src, b, planes, m, p, sc, ow_, wq, sp):
+    """y[plane, :] = src's plane + b[plane % m] (BIAS), or src * sc[c] + b[c] (AFFINE, fast
+    mode: folded scale-and-shift stages), then Relu (RELU: a FusedEpilogue's Relu stage
+    absorbed, the same scalar function as Relu's kernel), or a copy (none of them); exact
+    variant: NaN canonical. src's planes are sp apart and hold the p elements of y's plane
+    as rows of ow_ on a grid wq wide (an implicit-GEMM product's output grid), or src is y
+    itself (sp = 0), updated in place: one array, so that the loop vectorises."""
+    for t in prange(planes):
+        bv = b[t % m]       # (b and sc are y itself where there is no bias or scale)
+        sv = sc[t % m]
+        inplace = sp == 0
+        for r in range(1 if inplace else p // ow_):
+            out = y[t * p:(t + 1) * p] if inplace else y[t * p + r * ow_:t * p + (r + 1) * ow_]
+            if inplace:
+                row = out
+            else:
+                row = src[t * sp + r * wq:t * sp + r * wq + ow_]
+            for j in range(out.size):
+                v = scale_shift_relu(row[j], sv, bv, AFFINE, BIAS, RELU)
+                out[j] = np.nan if EXACT and v != v else v
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def _im2col_block(x, col, g, rows, p0, p1, xo):
+    """col[r * (p1 - p0) + p - p0] = _im2col's col[r, p] for output positions p0 <= p < p1
+    of the image whose channel 0 starts at x[xo] (one task's block, sequential)."""
+    d_, h_, w_ = g[_D], g[_H], g[_W]
+    oh_, ow_ = g[_OH], g[_OW]
+    kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
+    sw = g[_SW]
+    pb = p1 - p0
+    for r in range(rows):
+        c, kd, kh, kw = tap_of(r, kd_, kh_, kw_)
+        xc = xo + c * d_ * h_ * w_
+        w0 = kw * g[_DW] - g[_PW]
+        lo = min(ow_, max(0, -(w0 // sw)))
+        hi = min(ow_, max(lo, (w_ - 1 - w0) // sw + 1))
+        p = p0
+        while p < p1:
+            ow = p % ow_
+            t = p // ow_
+            oh = t % oh_
+            od = t // oh_
+            end = min(p1, p + ow_ - ow)
+            o = r * pb + p - p0 - ow        # col index of this output row's ow = 0
+            di = od * g[_SD] - g[_PD] + kd * g[_DD]
+            hi_ = oh * g[_SH] - g[_PH] + kh * g[_DH]
+            if di < 0 or di >= d_ or hi_ < 0 or hi_ >= h_:
+                zero_run(col, o + ow, end - p)
+            else:
+                src = xc + (di * h_ + hi_) * w_ + w0
+                a = min(max(lo, ow), ow + end - p)
+                b = min(max(hi, a), ow + end - p)
+                zero_run(col, o + ow, a - ow)
+                copy_run(col, o + a, x, src + a * sw, b - a, sw)
+                zero_run(col, o + b, ow + end - p - b)
+            p = end
+
+
+def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work):
+    """Fast-mode Conv without a whole-image column matrix: task t takes an image, a group,
+    a block of pb output positions and a block of mb output channels, unfolds just that
+    block (it stays in cache) and multiplies it by the weights with the micro-kernel (every
+    output element one FMA chain over (c, k) ascending). The blocks depend on the shapes
+    only, so the bits do not depend on the thread count."""
+    p_ = g[_OD] * g[_OH] * g[_OW]
+    in_size = g[_D] * g[_H] * g[_W]
+    cg = g[_C] // groups
+    nblk = (p_ + pb - 1) // pb
+    mblk = (mg + mb - 1) // mb
+    per_image = groups * nblk * mblk
+    for t in prange(tasks):
+        img = t // per_image
+        r = t - img * per_image
+        gi = r // (nblk * mblk)
+        r = r - gi * (nblk * mblk)
+        blk = r // mblk
+        m0 = (r - blk * mblk) * mb
+        rows = min(mg, m0 + mb) - m0
+        p0 = blk * pb
+        p1 = min(p_, p0 + pb)
+        slot = numba.get_thread_id()
+        col = cols[slot, :kk * (p1 - p0)]
+        _im2col_block(x, col, g, kk, p0, p1, (img * g[_C] + gi * cg) * in_size)
+        ap, bp, cb = microkernel.carve(work[slot], rows, p1 - p0, kk)
+        microkernel.tile_product_fast(w, (gi * mg + m0) * kk, kk, 1, col, 0, p1 - p0, 1, y,
+                                      (img * groups * mg + gi * mg + m0) * p_ + p0, p_, rows,
+                                      p1 - p0, kk, ap, bp, cb, False, microkernel.NO_TABLE,
+                                      (y, 0, 0, 0))
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def phase_layout(g):
+    """The stride-phase layout of a padded plane (see split_phases): the padded depth the
+    windows reach, a phase's rows and columns, the phase count, and n = the span of the
+    output plane on a grid a phase's width wide."""
+    dp = (g[_OD] - 1) * g[_SD] + (g[_KD] - 1) * g[_DD] + 1
+    hq = g[_OH] + (g[_KH] - 1) * g[_DH] // g[_SH]
+    wq = g[_OW] + (g[_KW] - 1) * g[_DW] // g[_SW]
+    return dp, hq, wq, g[_SH] * g[_SW], (g[_OH] - 1) * wq + g[_OW]
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def phase_taps(g):
+    """Where each window tap (kd, kh, kw), in row-major order, starts in split_phases'
+    buffer for output (od, oh, ow) = (0, 0, 0); output (od, oh, ow) adds
+    od * sd * nph * hq * wq + oh * wq + ow."""
+    dp, hq, wq, nph, n = phase_layout(g)
+    kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
+    sh, sw = g[_SH], g[_SW]
+    out = np.empty(kd_ * kh_ * kw_, dtype=np.int64)
+    for kd in range(kd_):
+        for kh in range(kh_):
+            rh, qh = (kh * g[_DH]) % sh, (kh * g[_DH]) // sh
+            for kw in range(kw_):
+                rw, qw = (kw * g[_DW]) % sw, (kw * g[_DW]) // sw
+                out[(kd * kh_ + kh) * kw_ + kw] = \
+                    ((kd * g[_DD] * nph + rh * sw + rw) * hq + qh) * wq + qw
+    return out
+
+
+def phase_work(g) -> int:
+    """Elements of per-thread scratch a plane needs: its phases, then the output grid."""
+    dp, hq, wq, nph, n = phase_layout(g)
+    return int(dp * nph * hq * wq + n)
+
+
+def phase_rows(g, pstride=None) -> np.ndarray:
+    """How split_phases copies one plane, made once per plan: rows (dst, src, n, step, dst2),
+    n input elements from src, step apart, to dst onward, or with step 0 the n elements
+    from src on dealt alternately to dst and dst2 onward (runs.deal_run: a stride-2 row's
+    two phases in one pass, where they interleave exactly). Phase (rh, rw) of padded depth dpi
+    holds padded rows i * sh + rh and columns k * sw + rw (the rest is padding), and starts
+    at (dpi * nph + rh * sw + rw) * pstride: hq * wq for one plane's buffer, more where the
+    buffers of several planes are interleaved phase by phase."""
+    d_, h_, w_ = (int(v) for v in g[_D:_W + 1])
+    sh, sw = int(g[_SH]), int(g[_SW])
+    pd, ph, pw = (int(v) for v in g[_PD:_PW + 1])
+    dp, hq, wq, nph, _ = (int(v) for v in phase_layout(g))
+    pstride = hq * wq if pstride is None else pstride
+    rows = []
+    for dpi in range(dp):
+        di = dpi - pd
+        if not 0 <= di < d_:
+            continue
+        for rh in range(sh):
+            for i in range(hq):
+                hi_ = i * sh + rh - ph
+                if not 0 <= hi_ < h_:
+                    continue
+                runs = []
+                for rw in range(sw):
+                    # columns k with 0 <= k * sw + rw - pw < w_
+                    c0 = min(wq, max(0, -((rw - pw) // sw)))
+                    c1 = min(wq, max(c0, (w_ - 1 - rw + pw) // sw + 1))
+                    if c1 > c0:
+                        runs.append([(dpi * nph + rh * sw + rw) * pstride + i * wq + c0,
+                                     (di * h_ + hi_) * w_ + c0 * sw + rw - pw, c1 - c0, sw, 0])
+                if sw == 2 and len(runs) == 2:
+                    a, b = sorted(runs, key=lambda run: run[1])
+                    if b[1] == a[1] + 1 and a[2] - b[2] in (0, 1):
+                        runs = [[a[0], a[1], a[2] + b[2], 0, b[0]]]
+                rows.extend(runs)
+    return np.array(rows, dtype=np.int64).reshape(-1, 5)
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def copy_phases(xp, base, x, xo, rows):
+    """The copies of phase_rows: the plane at x[xo] into the buffer at xp[base]."""
+    for r in range(rows.shape[0]):
+        if rows[r, 3] == 0:
+            deal_run(xp, base + rows[r, 0], base + rows[r, 4], x, xo + rows[r, 1], rows[r, 2])
+        else:
+            copy_run(xp, base + rows[r, 0], x, xo + rows[r, 1], rows[r, 2], rows[r, 3])
+
+
+@njit(cache=True, nogil=True, error_model="numpy")
+def split_phases(xp, x, xo, rows, size, pad):
+    """xp[:size] = the plane at x[xo] split by stride phase (phase_rows(g) made ``rows``),
+    ``pad`` outside the input, so that window tap (kd, kh, kw) of output (od, oh, ow) is
+    xp[((od * sd + kd * dd) * nph + phase) * hq * wq + (oh + qh) * wq + ow + qw] with phase
+    ((kh * dh) % sh, (kw * dw) % sw) and (qh, qw) = ((kh * dh) // sh, (kw * dw) // sw)."""
+    for q in range(np.uint64(size)):
+        xp[q] = pad
+    copy_phases(xp, 0, x, xo, rows)
+
+
+def _depthwise(x, w, y, g, planes, mg, kk, rows, work):
+    """Conv with one input channel per group (depthwise, any multiplier mg): plane t =
+    (image, output channel m) reads input channel m // mg. Each output element is the
+    micro-kernel's chain over the kernel taps in row-major order (fast: one FMA a step;
+    exact: a rounded multiply then a rounded add, NaN canonical: the exact GEMM path's bits),
+    padding taps included as products with 0 (so an infinite weight still gives NaN there,
+    as in the GEMM path). The plane is split by stride phase into a zero-bordered buffer (split_phases), so every
+    tap is one unit-stride pass over the whole output plane (output (oh, ow) at oh * wq + ow;
+    the columns past ow_ are dropped), with unsigned indices (see runs.py): passes that
+    vectorise. ``work``: per-thread scratch rows of phase_work elements."""
+    od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
+    dp, hq, wq, nph, n = phase_layout(g)
+    size = dp * nph * hq * wq
+    taps = phase_taps(g)
+    m_all = g[_C] * mg
+    p_ = od_ * oh_ * ow_
+    for t in prange(planes):
+        tt = np.int64(t)
+        img = tt // m_all
+        m = tt - img * m_all
+        wo = m * kk
+        row = work[numba.get_thread_id()]
+        xp = row[:size]
+        acc = row[size:size + n]
+        split_phases(xp, x, (img * g[_C] + m // mg) * g[_D] * g[_H] * g[_W], rows, size, 0)
+        for od in range(od_):
+            zero_run(acc, 0, n)
+            d0 = od * g[_SD] * nph * hq * wq
+            if kk == 9:
+                # 3 x 3 windows: the nine steps of an element in registers, one pass
+                z = acc[0]
+                w0, w1, w2, w3, w4 = w[wo], w[wo + 1], w[wo + 2], w[wo + 3], w[wo + 4]
+                w5, w6, w7, w8 = w[wo + 5], w[wo + 6], w[wo + 7], w[wo + 8]
+                t0, t1, t2 = np.uint64(d0 + taps[0]), np.uint64(d0 + taps[1]), \
+                    np.uint64(d0 + taps[2])
+                t3, t4, t5 = np.uint64(d0 + taps[3]), np.uint64(d0 + taps[4]), \
+                    np.uint64(d0 + taps[5])
+                t6, t7, t8 = np.uint64(d0 + taps[6]), np.uint64(d0 + taps[7]), \
+                    np.uint64(d0 + taps[8])
+                for q in range(np.uint64(n)):
+                    v = microkernel.step(EXACT, w0, xp[t0 + q], z)
+                    v = microkernel.step(EXACT, w1, xp[t1 + q], v)
+                    v = microkernel.step(EXACT, w2, xp[t2 + q], v)
+                    v = microkernel.step(EXACT, w3, xp[t3 + q], v)
+                    v = microkernel.step(EXACT, w4, xp[t4 + q], v)
+                    v = microkernel.step(EXACT, w5, xp[t5 + q], v)
+                    v = microkernel.step(EXACT, w6, xp[t6 + q], v)
+                    v = microkernel.step(EXACT, w7, xp[t7 + q], v)
+                    acc[q] = microkernel.step(EXACT, w8, xp[t8 + q], v)
+            else:
+                for k in range(kk):
+                    wv = w[wo + k]
+                    s0 = np.uint64(d0 + taps[k])
+                    for q in range(np.uint64(n)):
+                        acc[q] = microkernel.step(EXACT, wv, xp[s0 + q], acc[q])
+            if EXACT:           # NaN canonical, as the exact product writes it
+                for q in range(np.uint64(n)):
+                    v = acc[q]
+                    acc[q] = v if v == v else np.nan
+            for oh in range(oh_):
+                copy_run(y, tt * p_ + (od * oh_ + oh) * ow_, acc, oh * wq, ow_, 1)
+
+
+def _split_planes(x, xp, g, planes, ps, rows):
+    """xp[t * ps:(t + 1) * ps] = input plane t split by stride phase (split_phases)."""
+    ip = g[_D] * g[_H] * g[_W]
+    for t in prange(planes):
+        tt = np.int64(t)
+        split_phases(xp[tt * ps:(tt + 1) * ps], x, tt * ip, rows, ps, 0)
+
+
+def _im2col(xp, col, g, rows, ps, taps):
+    """col[r, p] = the input element that kernel tap r = (image, channel, kd, kh, kw) reads
+    at output position p = (od, oh, ow), or 0 in the padding, from the planes _split_planes
+    made (ps elements each): there every output row of a tap is one contiguous run."""
+    od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
+    dp, hq, wq, nph, n = phase_layout(g)
+    kt = taps.size
+    p_ = od_ * oh_ * ow_
+    for r in prange(rows):
+        rr = np.int64(r)
+        c = rr // kt
+        base = c * ps + taps[rr - c * kt]
+        for od in range(od_):
+            for oh in range(oh_):
+                copy_run(col, rr * p_ + (od * oh_ + oh) * ow_, xp,
+                         base + (od * g[_SD] * nph * hq + oh) * wq, ow_, 1)
+
+
+DEPTHWISE = Variants(_depthwise, "conv_depthwise", parallel=True, MK=microkernel.SOURCE_TAG,
+                     COPY=copy_run, ZERO=zero_run, SPLIT=split_phases, TAPS=phase_taps)
+DEPTHWISE_ROWS = True       # False: depthwise convs take the GEMM path (tests compare the two)
+IMPLICIT = True             # False: 2-d convs unfold a column matrix (tests compare the two)
+CONV_TILES = Variants(_conv_tiles, "conv_tiles", parallel=True, MK=microkernel.SOURCE_TAG,
+                      IM2COL_BLOCK=_im2col_block)
+COL_BLOCK_BYTES = 1 << 21   # a task's column block (K x pb) stays in cache
+MIN_COLS = 384              # ... but has enough columns to pay for reading the weights
+WHOLE_COL_BYTES = 1 << 28   # up to this, one image's whole column matrix is made once instead
+MIN_TASKS = 4               # channel blocks are cut until a product has this many tasks
+
+
+# im2col only moves data: its fast variant serves both modes.
+SPLIT_PLANES = Variants(_split_planes, "conv_split_planes", parallel=True, SPLIT=split_phases)
+IM2COL = Variants(_im2col, "conv_im2col", parallel=True, COPY=copy_run, LAYOUT=phase_layout)
+ADD_BIAS = Variants(_add_bias, "conv_bias", parallel=True, BIAS=True, RELU=False, AFFINE=False)
+BIAS_RELU = Variants(_add_bias, "conv_bias_relu", parallel=True, BIAS=True, RELU=True,
+                     AFFINE=False)
+ONLY_RELU = Variants(_add_bias, "conv_relu", parallel=True, BIAS=False, RELU=True,
+                     AFFINE=False)
+SCALE_SHIFT = {relu: Variants(_add_bias, f"conv_affine_{int(relu)}", parallel=True, BIAS=True,
+                              RELU=relu, AFFINE=True) for relu in (False, True)}
+FROM_GRID = Variants(_add_bias, "conv_from_grid", parallel=True, BIAS=False, RELU=False,
+                     AFFINE=False)
+
+
+def _tile_plan(images, groups, mg, kk, p_, itemsize):
+    """The CONV_TILES entry point and its block arguments (shapes only, see _conv_tiles)."""
+    pb = max(MIN_COLS, COL_BLOCK_BYTES // max(1, kk * itemsize) // 32 * 32)
+    pb = min(pb, p_)
+    base = images * groups * ceil_div(p_, max(1, pb))
+    mb = mg
+    if base < MIN_TASKS:
+        mb = max(microkernel.MR, ceil_div(ceil_div(mg, ceil_div(MIN_TASKS, base)),
+                                          microkernel.MR) * microkernel.MR)
+    tasks = base * ceil_div(mg, max(1, mb))
+    fn = CONV_TILES.get(False, tasks > 1 and tasks * mb * pb * kk >= PARALLEL_WORK)
+    ensure_layer()          # numba.get_thread_id needs the threading layer running
+    return fn, (images, groups, mg, kk, max(1, pb), max(1, mb), tasks)
+
+
+def image_chunk(n_images, col_per_image, itemsize):
+    return max(1, min(n_images, COL_BYTES // max(1, col_per_image * itemsize)))
+
+
+# ----------------------------------------------------------------------------- Conv
+
+class ConvPlan:
+    """What infer leaves for run in Conv and ConvTranspose."""
+
+    __slots__ = ("geo", "gemm", "n", "c", "m", "in_size", "out_size", "col_size", "chunk",
+                 "direct", "wdt", "tiles", "relu", "depthwise", "affine", "bias", "phases",
+                 "grid")
+
+
+def _finish(exact, p, y, b, images, grid=None):
+    """The bias, or absorbed scale-and-shift stages, and an absorbed Relu, over ``images``
+    images of the product in y, or in ``grid`` (the implicit-GEMM path's output grid, p.grid
+    elements a plane, its rows phase_layout's wq wide), written into y."""
+    if not y.size:
+        return
+    src, ow_, wq, sp = y, p.out_size, p.out_size, 0
+    if grid is not None:
+        src, ow_, wq, sp = grid, int(p.geo[_OW]), int(phase_layout(p.geo)[2]), p.grid
+    elif b is None and not p.relu and p.affine is None:
+        return
+    big = y.size >= PARALLEL_MIN
+    if p.affine is not None:
+        sc, sh = p.affine[:2]
+        SCALE_SHIFT[p.relu].get(exact, big)(y, src, sh, images * p.m, p.m, p.out_size, sc,
+                                            ow_, wq, sp)
+        return
+    if b is None and not p.relu:
+        variants = FROM_GRID
+    else:
+        variants = (BIAS_RELU if b is not None else ONLY_RELU) if p.relu else ADD_BIAS
+    variants.get(exact, big)(y, src, y if b is None else b, images * p.m, p.m, p.out_size, y,
+                             ow_, wq, sp)
+
+
+def _implicit(p, g, k, exact):
+    """Plan the implicit-GEMM form where graphrt's micro-kernel runs the product: B's row
+    (c, tap) is read in place from the stride-phase planes (split_phases) at c * ps +
+    phase_taps[tap], its columns being the output grid wq wide (phase_layout), so no column
+    matrix is made; the same chains, k ascending, as the product over im2col's matrix, so the
+    same bits. Two-dimensional windows only (one output depth)."""
+    ps, taps = p.phases[:2]
+    n_grid = int(phase_layout(p.geo)[4])
+    cg, mg = p.c // g, p.m // g
+    rows = np.arange(cg * k, dtype=np.int64)
+    tab = rows // k * ps + taps[rows % k]
+    chunk = max(1, min(p.n, COL_BYTES // max(1, (p.c * ps + p.m * n_grid) * p.wdt.itemsize)))
+    batches = np.arange(chunk * g, dtype=np.int64)
+    gemm = Product(p.wdt, mg, n_grid, cg * k, (cg * k, 1), (n_grid, 1), batches % g * (mg * cg * k),
+                   batches * (cg * ps), exact=exact, btab=tab)
+    if gemm.tiles is not None:
+        p.gemm, p.grid, p.chunk = gemm, n_grid, chunk
+
+
+class GroupedConv(OpKernel):
+    """The window attributes and ``group`` shared by Conv and ConvTranspose."""
+
+    supports_exact = True
+
+    def __init__(self, node):
+        super().__init__(node)
+        self.window = Window(node, need_kernel=False)
+        self.group = int(node.attr("group", 1))
+        if self.group < 1:
+            node.fail(f"group {self.group} must be positive")
+
+
+class Conv(GroupedConv):
+    """X (N, C, D...), W (M, C/group, K...), optional B (M): Y (N, M, O...)."""
+
+    def absorb_relu(self, prepared) -> bool:
+        """Apply a following Relu in the bias pass (FusedEpilogue): one pass, same bits."""
+        prepared.relu = True
+        return True
+
+    def absorb_affine(self, prepared, stage, pos, values, shape) -> bool:
+        """Fold a following per-channel scale or shift (BatchNormalization in inference, or
+        Mul, Add, Sub, Div by one value per channel) into the bias pass: y = y * s + t per
+        output channel, s and t composed in float64 and rounded once (fast mode only,
+        FusedEpilogue; the constant bias, if any, starts t)."""
+        p = prepared
+        if p.bias is None or p.relu:
+            return False
+        st = channel_affine(stage, pos, values, shape, p.wdt)
+        if st is None:
+            return False
+        s0, t0 = p.affine[2:] if p.affine is not None else \
+            (np.ones(p.m), np.asarray(p.bias, dtype=np.float64).reshape(-1))
+        s1, t1 = st
+        s, t = s0 * s1, t0 * s1 + t1
+        p.affine = (s.astype(p.wdt), t.astype(p.wdt), s, t)
+        return True
+
+    def infer(self, ctx: InferContext) -> None:
+        has_b = ctx.has_input(2)
+        dt = ctx.same_dtype(0, 1, 2) if has_b else ctx.same_dtype(0, 1)
+        check_float(ctx)
+        xs, ws = tuple(ctx.shape(0)), tuple(ctx.shape(1))
+        check_rank(ctx, xs)
+        if len(ws) != len(xs):
+            ctx.fail(f"W of shape {list(ws)} must have the rank of X {list(xs)}")
+        n, c = xs[:2]
+        m, cg = ws[:2]
+        g = self.group
+        if c != cg * g or m % g:
+            ctx.fail(f"X {list(xs)} and W {list(ws)} do not fit group {g}: X needs "
+                     f"W.shape[1] * group channels and W.shape[0] must divide by group")
+        if has_b and tuple(ctx.shape(2)) != (m,):
+            ctx.fail(f"B of shape {list(ctx.shape(2))} should be [{m}]")
+        ax = self.window.resolve(ctx.fail, xs[2:], ws[2:])
+        ctx.set_output(0, dt, (n, m, *ax.out))
+        p = ConvPlan()
+        p.geo = geometry(c, xs[2:], ax)
+        k = math.prod(ax.kernel)
+        out_size = math.prod(ax.out)
+        p.n, p.c, p.m = n, c, m
+        p.in_size, p.out_size = math.prod(xs[2:]), out_size
+        p.wdt = np.dtype(np.float32) if dt == np.float16 else dt
+        p.direct = k == 1 and all(s == 1 for s in ax.strides) and not any(ax.begin + ax.end)
+        p.col_size = c * k * out_size
+        p.chunk = image_chunk(n, 0 if p.direct else p.col_size, p.wdt.itemsize)
+        mg = m // g
+        batches = p.chunk * g
+        offb = np.arange(batches, dtype=np.int64) * (cg * k * out_size)
+        offa = (np.arange(batches, dtype=np.int64) % g) * (mg * cg * k)
+        p.gemm = Product(p.wdt, mg, out_size, cg * k, (cg * k, 1), (out_size, 1), offa, offb,
+                         exact=ctx.exact)
+        p.tiles = None
+        p.grid = None
+        p.relu = False
+        p.depthwise = None
+        p.affine = None
+        p.bias = ctx.value(2) if has_b else np.zeros(m)      # None: a bias known in run only
+        # the stride-phase planes (split_phases): a plane's size, where each tap starts, the
+        # per-thread scratch of the depthwise kernel and the copies that make a plane
+        work = phase_work(p.geo)
+        p.phases = (work - int(phase_layout(p.geo)[4]), phase_taps(p.geo), work,
+                    phase_rows(p.geo))
+        if DEPTHWISE_ROWS and cg == 1 and g > 1 and p.gemm.tiles is not None \
+                and p.gemm.tiles.own \
+                and n * m * out_size > 0:
+            p.depthwise = DEPTHWISE.get(ctx.exact, n * m * out_size * k >= PARALLEL_MIN)
+            ensure_layer()      # numba.get_thread_id needs the threading layer running
+        elif not ctx.exact and not p.direct and p.gemm.tiles is not None and p.gemm.tiles.own \
+                and p.col_size * p.wdt.itemsize > WHOLE_COL_BYTES and n * m > 0:
+            p.tiles = _tile_plan(n, g, mg, cg * k, out_size, p.wdt.itemsize)
+        elif IMPLICIT and not p.direct and p.geo[_OD] == 1 and n * m > 0:
+            _implicit(p, g, k, ctx.exact)
+        ctx.prepared = p
+
+    def run(self, ctx: RunContext) -> None:
+        p = ctx.prepared
+        x = widen(ctx, ctx.flat_in[0])
+        w = widen(ctx, ctx.flat_in[1])
+        b = widen(ctx, ctx.flat_in[2] if len(ctx.flat_in) > 2 else None)
+        y = result_buffer(ctx, ctx.flat_out[0])
+        g = self.group
+        if p.depthwise is not None:
+            work = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, p.phases[2]))
+            p.depthwise(x, w, y, p.geo, p.n * p.m, p.m // g, math.prod(p.geo[_KD:_KW + 1]),
+                        p.phases[3], work)
+            _finish(ctx.exact, p, y, b, p.n)
+            narrow(ctx.flat_out[0], y)
+            return
+        if p.tiles is not None:
+            fn, args = p.tiles
+            cols = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, args[3] * args[4]))
+            fn(x, w, y, p.geo, *args, cols, microkernel.work_for(p.wdt))
+            _finish(ctx.exact, p, y, b, p.n)
+            narrow(ctx.flat_out[0], y)
+            return
+        if p.grid is not None:
+            ps = p.phases[0]
+            nx = p.chunk * p.c * ps
+            buf = scratch(ctx, p.wdt, nx + p.chunk * p.m * p.grid)
+            xp, grid = buf[:nx], buf[nx:]
+            # the parallel form even for a few planes: numba compiles a parallel loop's body
+            # with its arrays marked non-aliasing, and it ran 2-3 times as fast as the serial
+            # form on one thread (16 planes of 55 x 55: 22 -> 9 us)
+            split = SPLIT_PLANES.get(False, True)
+            for n0 in range(0, p.n, p.chunk):
+                k = min(p.chunk, p.n - n0)
+                split(x[n0 * p.c * p.in_size:(n0 + k) * p.c * p.in_size], xp, p.geo, k * p.c, ps,
+                      p.phases[3])
+                p.gemm(w, xp, grid, batches=k * g)
+                _finish(ctx.exact, p, y[n0 * p.m * p.out_size:(n0 + k) * p.m * p.out_size], b,
+                        k, grid)
+            narrow(ctx.flat_out[0], y)
+            return
+        col = None if p.direct else scratch(ctx, p.wdt, (p.chunk * p.col_size,))
+        if not p.direct:
+            ps, taps = p.phases[:2]
+            xp = scratch(ctx, p.wdt, (p.chunk * p.c * ps,))
+        for n0 in range(0, p.n, p.chunk):
+            k = min(p.chunk, p.n - n0)
+            xs = x[n0 * p.c * p.in_size:(n0 + k) * p.c * p.in_size]
+            ys = y[n0 * p.m * p.out_size:(n0 + k) * p.m * p.out_size]
+            if not p.direct:
+                rows = k * p.col_size // max(1, p.out_size)
+                big = k * p.col_size >= PARALLEL_MIN
+                SPLIT_PLANES.get(False, big)(xs, xp, p.geo, k * p.c, ps, p.phases[3])
+                IM2COL.get(False, big)(xp, col, p.geo, rows, ps, taps)
+                xs = col
+            p.gemm(w, xs, ys, batches=k * g)
+            _finish(ctx.exact, p, ys, b, k)
+        narrow(ctx.flat_out[0], y)

@@ -1,0 +1,174 @@
+"""Softmax, LogSoftmax and Hardmax: one function of each row, one shared row walk.
+
+A row is the ``n`` elements along the operator's axis, ``inner`` apart in memory: for
+opset 13 and later the single ``axis`` (default -1); before opset 13 the input is seen as
+a matrix split at ``axis`` (default 1) and a row is the whole trailing part. Each row is
+computed by one task, so the result does not depend on the thread count.
+
+- Softmax: y_k = exp(x_k - m) / s with m = max x and s = sum_k exp(x_k - m), k ascending.
+- LogSoftmax: y_k = (x_k - m) - log s.
+- Hardmax: y_k = 1 at the first maximum (the first NaN, as numpy's argmax), 0 elsewhere.
+
+Softmax and LogSoftmax use libm's exp and log in fast mode; their exact variants use
+graphrt's own (exactmath), in this order: d_k = x_k - m in the element type, e_k = exp(d_k)
+rounded to the element type, s = e_0 + e_1 + ... (k ascending, element-type accumulator),
+then Softmax y_k = e_k / s, LogSoftmax y_k = d_k - log(s) (log rounded to the element type);
+NaN results are the canonical NaN. Hardmax only compares: exact. float16 rows are computed
+in float32 and rounded once at the end.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from ... import dtypes as _dt
+from ..core.base import InferContext, OpKernel, RunContext
+from ..core.broadcast import PARALLEL_MIN
+from ..math.exactmath import FastExact, exp as _own_exp, log as _own_log
+from ..core.jit import FAST_MATH, Variants
+from ..math.vecmath import vexp
+from ..core.floats import run_wide
+
+EXACT = False
+ROW = None
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+def _row_max(x):
+    m = x[0]
+    for k in range(1, x.size):
+        v = x[k]
+        if v > m or v != v:     # a NaN anywhere makes the maximum NaN (and the row)
+            m = v
+    return m
+
+
+@njit(cache=False, nogil=True, error_model="numpy", fastmath=set(FAST_MATH))   # see scalar_op
+def _softmax_row(x, out):
+    """Softmax of one row (x and out may be the same memory)."""
+    m = _row_max(x)
+    # apart from the sum, so that this loop vectorises; in place it reads out itself (two
+    # names for the same memory fail LLVM's overlap check, and its scalar loop runs)
+    if x.ctypes.data == out.ctypes.data:
+        for k in range(x.size):
+            out[k] = vexp(out[k] - m)
+    else:
+        for k in range(x.size):
+            out[k] = vexp(x[k] - m)
+    s = out[0]
+    for k in range(1, x.size):
+        s = s + out[k]
+    for k in range(x.size):
+        out[k] = out[k] / s
+
+
+@njit(cache=False, nogil=True, error_model="numpy", fastmath=set(FAST_MATH))   # see scalar_op
+def _log_softmax_row(x, out):
+    m = _row_max(x)
+    s = vexp(x[0] - m)
+    for k in range(1, x.size):
+        s = s + vexp(x[k] - m)
+    ls = np.log(s)
+    for k in range(x.size):
+        out[k] = (x[k] - m) - ls
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+def _softmax_row_exact(x, out):
+    m = _row_max(x)
+    for k in range(x.size):
+        out[k] = _own_exp(x[k] - m)
+    s = out[0]
+    for k in range(1, x.size):
+        s = s + out[k]
+    for k in range(x.size):
+        v = out[k] / s
+        out[k] = np.nan if v != v else v
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+def _log_softmax_row_exact(x, out):
+    m = _row_max(x)
+    s = _own_exp(x[0] - m)
+    for k in range(1, x.size):
+        s = s + _own_exp(x[k] - m)
+    ls = _own_log(s)
+    for k in range(x.size):
+        v = (x[k] - m) - ls
+        out[k] = np.nan if v != v else v
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+def _hardmax_row(x, out):
+    best = x[0]
+    at = 0
+    for k in range(1, x.size):
+        v = x[k]
+        if v > best or (v != v and best == best):
+            best = v
+            at = k
+    for k in range(x.size):
+        out[k] = 0
+    out[at] = 1
+
+
+def _rows(x, out, n, inner, tasks):
+    for t in prange(tasks):
+        o = t // inner
+        base = o * n * inner + (t - o * inner)
+        if inner == 1:
+            ROW(x[base:base + n], out[base:base + n])
+        else:
+            last = base + (n - 1) * inner + 1
+            ROW(x[base:last:inner], out[base:last:inner])
+
+
+_SOFTMAX = FastExact(Variants(_rows, "softmax", parallel=True, ROW=_softmax_row),
+                     Variants(_rows, "softmax_exact", parallel=True, ROW=_softmax_row_exact))
+_LOG_SOFTMAX = FastExact(
+    Variants(_rows, "log_softmax", parallel=True, ROW=_log_softmax_row),
+    Variants(_rows, "log_softmax_exact", parallel=True, ROW=_log_softmax_row_exact))
+_HARDMAX = Variants(_rows, "hardmax", parallel=True, ROW=_hardmax_row)
+
+
+class Softmax(OpKernel):
+    supports_exact = True
+    in_place_input = True
+    VARIANTS = _SOFTMAX
+
+    def __init__(self, node):
+        super().__init__(node)
+        self.coerce_2d = node.opset < 13
+        self.axis = int(node.attr("axis", 1 if self.coerce_2d else -1))
+
+    def infer(self, ctx: InferContext) -> None:
+        dt = ctx.check_dtype(0, _dt.FLOATS)
+        shape = tuple(ctx.shape(0))
+        r = len(shape)
+        if not -r <= self.axis < r:
+            ctx.fail(f"axis {self.axis} is out of range for rank {r}")
+        axis = self.axis + r if self.axis < 0 else self.axis
+        ctx.set_output(0, dt, shape)
+        outer = math.prod(shape[:axis])
+        if self.coerce_2d:
+            n, inner = math.prod(shape[axis:]), 1
+        else:
+            n, inner = shape[axis], math.prod(shape[axis + 1:])
+        tasks = outer * inner if n else 0
+        parallel = outer * n * inner >= PARALLEL_MIN and tasks > 1
+        ctx.prepared = (n, inner, tasks, self.VARIANTS.get(ctx.exact, parallel))
+
+    def run(self, ctx: RunContext) -> None:
+        n, inner, tasks, fn = ctx.prepared
+        run_wide(ctx, lambda ins, outs: fn(ins[0], outs[0], n, inner, tasks))
+
+
+class LogSoftmax(Softmax):
+    VARIANTS = _LOG_SOFTMAX
+
+
+class Hardmax(Softmax):
+    supports_exact = True
+    VARIANTS = _HARDMAX

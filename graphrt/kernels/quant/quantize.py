@@ -1,0 +1,593 @@
+"""Linear quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
+QLinearMatMul, ConvInteger and QLinearConv.
+
+    QuantizeLinear    y = saturate(rint(x / scale) + zero_point)      rint: half to even
+    DequantizeLinear  y = (x - zero_point) * scale
+
+scale and zero_point are per tensor (one value), per axis (a vector along ``axis``) or
+blocked (the shape of x with extent ceil(D/block_size) along ``axis``). The division runs in
+the ``precision`` attribute's type, else the scale's type (float16/bfloat16 division is
+emulated exactly with einsum.round_to); saturate clamps to the output type's range and sends
+NaN to its lowest value. Dequantization subtracts in float32 (float64 for int32 data with a
+zero point, as numpy promotes) and multiplies in that type. Integer types: uint8, int8,
+uint16, int16, and through ml_dtypes uint4, int4, uint2, int2 (carried as uint8/int8). float8
+outputs are x / scale cast to the type (clamped to its largest finite value first when
+saturate=1, the default; their zero point must be 0 and is not added); float4 outputs are
+x / scale + zero_point cast. float8/float4 inputs dequantize as float32(x) * scale.
+
+DynamicQuantizeLinear: scale = (max(0, max x) - min(0, min x)) / 255 (1/255 when both are
+0), zero_point = rint(clamp(-min / scale, 0, 255)), y as QuantizeLinear to uint8.
+
+MatMulInteger, ConvInteger: (a - a_zero_point) (*) (b - b_zero_point) in int32 (per-row /
+per-column, per-output-channel zero points), the product through matmul.py's kernel, the
+convolution a direct loop (``_conv``). QLinearMatMul, QLinearConv requantize that int32 result:
+y = saturate(rint(float64(acc) * m + y_zero_point)) with m = a_scale * b_scale / y_scale
+computed in the scales' type (numpy), per tensor or per output column/channel.
+
+All are +, -, *, /, rint and clamps: exact-mode kernels.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from ... import dtypes as _dt
+from ...errors import ErrorKind
+from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.broadcast import PARALLEL_MIN, broadcast_shape
+from ..gemm.product import Product, batch_offsets
+from ..core.floats import BF16, F16, F32, F64, FLOAT8, optional_dtype, round_to, widen
+from ..core.jit import Variants
+from ..nn.conv import Window
+
+EXACT = False
+
+I32 = np.dtype(np.int32)
+I8 = np.dtype(np.int8)
+U8 = np.dtype(np.uint8)
+
+
+# integer output types -> (lowest, highest, the numpy type the kernel writes)
+RANGES = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max), np.dtype(t))
+          for t in (np.uint8, np.int8, np.uint16, np.int16)}
+for _code, _lo, _hi in ((21, 0, 15), (22, -8, 7), (25, 0, 3), (26, -2, 1)):    # [u]int4, [u]int2
+    if optional_dtype(_code) is not None:
+        RANGES[optional_dtype(_code)] = (_lo, _hi, U8 if _lo == 0 else I8)
+FLOAT4 = frozenset(t for t in map(optional_dtype, (23,)) if t is not None)
+QUANT_IN = frozenset(RANGES) | {I32} | FLOAT8 | FLOAT4
+SCALES = frozenset(t for t in (F16, F32, BF16) if t is not None)
+# division precision: 0 float64, 1 float32, else (significant bits, min exponent, max exponent)
+_FORMATS = {F64: (0, 0, 0), F32: (1, 0, 0), F16: (11, -14, 15), BF16: (8, -126, 127)}
+_PRECISION = {1: F32, 10: F16, 11: F64, 16: BF16}
+_F32_DIVISION = np.array(_FORMATS[F32], dtype=np.int64)
+_NATIVE = (_dt.INTEGERS | _dt.FLOATS) - {F16}       # the types numba computes in
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _saturate(v, lo, hi):
+    """v clamped to [lo, hi]; NaN gives lo."""
+    if not v >= lo:
+        return lo
+    return hi if v > hi else v
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _param_index(i, geo):
+    """Index of the scale / zero point used by element i (see _Axis)."""
+    inner = geo[0]
+    n = geo[1]
+    o = i // (n * inner)
+    r = i - o * n * inner
+    a = r // inner
+    return o * geo[3] + (a // geo[2]) * geo[4] + (r - a * inner) * geo[5]
+
+
+def _quantize(x, scale, zp, out, geo, lo, hi, fmt, to_int, has_zp, n):
+    """out = saturate(rint(x / scale) + zp) (to_int), else x / scale (+ zp) as it is."""
+    p, emin, emax = fmt[0], fmt[1], fmt[2]
+    for i in prange(n):
+        k = _param_index(i, geo)
+        if p == 1:
+            q = np.float64(np.float32(x[i]) / np.float32(scale[k]))
+        elif p == 0:
+            q = np.float64(x[i]) / np.float64(scale[k])
+        else:
+            q = round_to(round_to(np.float64(x[i]), p, emin, emax)
+                          / round_to(np.float64(scale[k]), p, emin, emax), p, emin, emax)
+        if to_int:
+            q = np.rint(q)
+        if has_zp:
+            q = q + zp[k]
+        out[i] = _saturate(q, lo, hi) if to_int else q
+
+
+def _dequantize(x, scale, zp, out, geo, wide, has_zp, n):
+    for i in prange(n):
+        k = _param_index(i, geo)
+        d = np.float32(x[i])
+        if has_zp:
+            if wide:
+                d = np.float64(d) - np.float64(zp[k])
+            else:
+                d = np.float32(d - np.float32(zp[k]))
+        v = d * np.float32(scale[k]) if not wide else np.float64(d) * np.float64(scale[k])
+        if EXACT and v != v:
+            out[i] = np.nan
+        else:
+            out[i] = v
+
+
+def _requantize(acc, mult, zp, out, inner, count, lo, hi, n):
+    """out[i] = saturate(rint(acc[i] * mult[c] + zp[c])), c the column/channel of i."""
+    for i in prange(n):
+        c = (i // inner) % count
+        m = mult[c if mult.size > 1 else 0]
+        z = zp[c if zp.size > 1 else 0]
+        out[i] = _saturate(np.rint(np.float64(acc[i]) * m + np.float64(z)), lo, hi)
+
+
+def _shift(x, zp, out, inner, count, n):
+    """out[i] = int32(x[i]) - int32(zp[c]), c = (i // inner) % count (one zero point if
+    zp has one element)."""
+    for i in prange(n):
+        c = (i // inner) % count
+        out[i] = np.int32(x[i]) - np.int32(zp[c if zp.size > 1 else 0])
+
+
+_QUANTIZE = Variants(_quantize, "quantize_linear", parallel=True)
+_DEQUANTIZE = Variants(_dequantize, "dequantize_linear", parallel=True)
+_REQUANTIZE = Variants(_requantize, "requantize", parallel=True)
+_SHIFT = Variants(_shift, "zero_point_shift", parallel=True)
+
+
+def _par(n):
+    return n >= PARALLEL_MIN
+
+
+def _numba_view(ctx, x):
+    """x as numba can read it: 16-bit floats, float8 and float4 in float32, 2/4-bit
+    integers in int8/uint8."""
+    if x.dtype in RANGES:
+        return widen(ctx, x, RANGES[x.dtype][2])
+    return x if x.dtype in _NATIVE else widen(ctx, x, F32)
+
+
+class _Axis:
+    """How elements of x find their scale: geo = [inner, n_axis, block, s_outer, s_axis,
+    s_inner] for _param_index, from the scale's shape (validated here)."""
+
+    def __init__(self, ctx, shape, sshape, axis, block, opset):
+        r = len(shape)
+        size = math.prod(sshape)
+        if block == 0 and size == 1 and len(sshape) <= 1:
+            self.geo = np.array([1, 1, 1, 0, 0, 0], dtype=np.int64)
+            return
+        if not -r <= axis < r:
+            ctx.fail(f"axis {axis} is out of range for rank {r}")
+        axis = axis + r if axis < 0 else axis
+        n = shape[axis]
+        inner = math.prod(shape[axis + 1:])
+        if block == 0:
+            if opset < 13 or tuple(sshape) != (n,):
+                ctx.fail(f"scale of shape {list(sshape)} is neither one value nor a vector of "
+                         f"{n} along axis {axis} of {list(shape)}")
+            self.geo = np.array([inner, n, 1, 0, 1, 0], dtype=np.int64)
+            return
+        nb = -(-n // block)
+        want = tuple(shape[:axis]) + (nb,) + tuple(shape[axis + 1:])
+        if block < 0 or tuple(sshape) != want:
+            ctx.fail(f"scale of shape {list(sshape)} does not block {list(shape)} along axis "
+                     f"{axis} by {block} (expected {list(want)})")
+        self.geo = np.array([inner, n, block, nb * inner, inner, 1], dtype=np.int64)
+
+
+class _Linear(OpKernel):
+    supports_exact = True
+
+    def __init__(self, node):
+        super().__init__(node)
+        self.axis = int(node.attr("axis", 1))
+        self.block = int(node.attr("block_size", 0)) if node.opset >= 21 else 0
+        out = node.attr("output_dtype") if node.opset >= 21 else None
+        self.output_dtype = None
+        if out:
+            try:
+                self.output_dtype = _dt.to_numpy(int(out))
+            except (KeyError, ValueError):
+                node.fail(f"output_dtype {_dt.name_of_code(int(out))} is not supported",
+                          ErrorKind.UNSUPPORTED)
+
+    def params(self, ctx):
+        shape, sshape = tuple(ctx.shape(0)), tuple(ctx.shape(1))
+        if ctx.has_input(2) and tuple(ctx.shape(2)) != sshape \
+                and not (math.prod(sshape) == 1 == math.prod(ctx.shape(2))):
+            ctx.fail(f"zero point of shape {list(ctx.shape(2))} must match the scale's "
+                     f"{list(sshape)}")
+        return shape, _Axis(ctx, shape, sshape, self.axis, self.block, self.node.opset).geo
+
+
+class QuantizeLinear(_Linear):
+
+    def __init__(self, node):
+        super().__init__(node)
+        precision = node.attr("precision") if node.opset >= 23 else None
+        if precision and _PRECISION.get(int(precision)) not in _FORMATS:
+            node.fail(f"precision {_dt.name_of_code(int(precision))} is not supported",
+                      ErrorKind.UNSUPPORTED)
+        self.precision = _PRECISION[int(precision)] if precision else None
+        self.saturate = int(node.attr("saturate", 1)) != 0
+
+    def infer(self, ctx: InferContext) -> None:
+        dt = ctx.dtype(0)
+        if dt not in SCALES and dt != I32:
+            ctx.fail(f"x of element type {dt} is not supported", ErrorKind.UNSUPPORTED)
+        if ctx.dtype(1) not in SCALES:
+            ctx.fail(f"scale of element type {ctx.dtype(1)} is not supported",
+                     ErrorKind.UNSUPPORTED)
+        out = ctx.dtype(2) if ctx.has_input(2) else self.output_dtype or U8
+        if self.output_dtype is not None and out != self.output_dtype:
+            ctx.fail(f"output_dtype {out} and the zero point's type differ")
+        if out not in RANGES and out not in FLOAT8 and out not in FLOAT4:
+            ctx.fail(f"output type {out} is not supported", ErrorKind.UNSUPPORTED)
+        shape, geo = self.params(ctx)
+        ctx.set_output(0, out, shape)
+        fmt = np.array(_FORMATS[self.precision or ctx.dtype(1)], dtype=np.int64)
+        n = math.prod(shape)
+        limit = None
+        if out in FLOAT8 and self.saturate:
+            import ml_dtypes        # present whenever a float8 dtype is
+            limit = float(ml_dtypes.finfo(out).max)
+        lo, hi, carrier = RANGES.get(out, (0, 0, F32))
+        ctx.prepared = (geo, lo, hi, carrier, fmt, out not in FLOAT8, limit, n,
+                        _QUANTIZE.get(ctx.exact, _par(n)))
+
+    def run(self, ctx: RunContext) -> None:
+        geo, lo, hi, carrier, fmt, use_zp, limit, n, fn = ctx.prepared
+        x, scale = _numba_view(ctx, ctx.flat_in[0]), _numba_view(ctx, ctx.flat_in[1])
+        has_zp = use_zp and len(ctx.flat_in) > 2 and ctx.flat_in[2] is not None
+        zp = _numba_view(ctx, ctx.flat_in[2]) if has_zp else geo
+        out = ctx.flat_out[0]
+        dst = out if out.dtype == carrier else scratch(ctx, carrier, (n,))
+        fn(x, scale, zp, dst, geo, lo, hi, fmt, carrier.kind in "iu", has_zp, n)
+        if limit is not None:
+            np.clip(dst, -limit, limit, out=dst)
+        if dst is not out:
+            np.copyto(out, dst, casting="unsafe")
+
+
+class DequantizeLinear(_Linear):
+    def infer(self, ctx: InferContext) -> None:
+        dt = ctx.dtype(0)
+        if dt not in QUANT_IN:
+            ctx.fail(f"x of element type {dt} is not supported", ErrorKind.UNSUPPORTED)
+        if ctx.dtype(1) not in SCALES:
+            ctx.fail(f"scale of element type {ctx.dtype(1)} is not supported",
+                     ErrorKind.UNSUPPORTED)
+        if ctx.has_input(2) and ctx.dtype(2) != dt:
+            ctx.fail(f"zero point type {ctx.dtype(2)} differs from x's {dt}")
+        floats = dt in FLOAT8 or dt in FLOAT4      # their zero point is ignored (must be 0)
+        out = self.output_dtype or ctx.dtype(1)
+        if out not in SCALES:
+            ctx.fail(f"output type {out} is not supported", ErrorKind.UNSUPPORTED)
+        shape, geo = self.params(ctx)
+        ctx.set_output(0, out, shape)
+        n = math.prod(shape)
+        wide = dt == I32 and ctx.has_input(2)
+        ctx.prepared = (geo, wide, floats, n, _DEQUANTIZE.get(ctx.exact, _par(n)))
+
+    def run(self, ctx: RunContext) -> None:
+        geo, wide, floats, n, fn = ctx.prepared
+        x, scale = _numba_view(ctx, ctx.flat_in[0]), _numba_view(ctx, ctx.flat_in[1])
+        has_zp = not floats and len(ctx.flat_in) > 2 and ctx.flat_in[2] is not None
+        zp = _numba_view(ctx, ctx.flat_in[2]) if has_zp else x[:0]
+        out = ctx.flat_out[0]
+        dst = out if out.dtype == F32 else scratch(ctx, F32, (n,))
+        fn(x, scale, zp, dst, geo, wide, has_zp, n)
+        if dst is not out:
+            np.copyto(out, dst, casting="unsafe")
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _dynamic_params(x):
+    """(scale, zero point) of DynamicQuantizeLinear as float32, NaN propagating."""
+    hi = np.float32(0)
+    lo = np.float32(0)
+    for v in x:
+        if v > hi or v != v:
+            hi = v
+        if v < lo or v != v:
+            lo = v
+    span = np.float32(1) if hi == lo else np.float32(hi - lo)
+    scale = np.float32(span / np.float32(255))
+    zp = np.float32(np.float32(0) - np.float32(lo / scale))
+    return scale, np.rint(_saturate(zp, np.float32(0), np.float32(255)))
+
+
+class DynamicQuantizeLinear(OpKernel):
+    supports_exact = True
+
+    def infer(self, ctx: InferContext) -> None:
+        if ctx.dtype(0) != F32:
+            ctx.fail(f"x of element type {ctx.dtype(0)} is not supported (float32 is)",
+                     ErrorKind.UNSUPPORTED)
+        shape = tuple(ctx.shape(0))
+        ctx.set_output(0, np.uint8, shape)
+        ctx.set_output(1, F32, ())
+        ctx.set_output(2, np.uint8, ())
+        n = math.prod(shape)
+        geo = np.array([1, 1, 1, 0, 0, 0], dtype=np.int64)
+        ctx.prepared = (geo, n, _QUANTIZE.get(ctx.exact, _par(n)))
+
+    def run(self, ctx: RunContext) -> None:
+        geo, n, fn = ctx.prepared
+        x = ctx.flat_in[0]
+        scale, zp = _dynamic_params(x)
+        s, z = ctx.flat_out[1], ctx.flat_out[2]
+        s[0] = np.nan if scale != scale else scale
+        z[0] = zp
+        fn(x, s, z, ctx.flat_out[0], geo, 0, 255, _F32_DIVISION, True, True, n)
+
+
+# ----------------------------------------------------------------------------- products
+
+def _zero_point(ctx, i, count, what):
+    """Validate an optional zero point: one value or ``count`` values."""
+    if not ctx.has_input(i):
+        return
+    size = math.prod(ctx.shape(i))
+    if size not in (1, count):
+        ctx.fail(f"{what} zero point of shape {list(ctx.shape(i))} must have 1 or {count} "
+                 "values")
+
+
+def _shifted(ctx, x, zp, inner, count):
+    """int32(x) - zero point (or just int32(x)) into scratch."""
+    out = scratch(ctx, I32, (x.size,))
+    if zp is None:
+        np.copyto(out, x)
+    else:
+        _SHIFT.get(False, _par(x.size))(x, zp, out, inner, count, x.size)
+    return out
+
+
+class _IntegerProduct(OpKernel):
+    """(A - a_zp) @ (B - b_zp) in int32, numpy matmul broadcasting; the zero points sit at
+    inputs ``ZP`` (a per-row, b per-column)."""
+
+    supports_exact = True
+    ZP = (2, 3)
+    IN = (0, 1)
+
+    def plan(self, ctx: InferContext):
+        ia, ib = self.IN
+        for i in self.IN:
+            if ctx.dtype(i) not in (np.uint8, np.int8):
+                ctx.fail(f"input {i} of element type {ctx.dtype(i)} is not supported "
+                         "(uint8 and int8 are)", ErrorKind.UNSUPPORTED)
+        sa, sb = tuple(ctx.shape(ia)), tuple(ctx.shape(ib))
+        if not sa or not sb:
+            ctx.fail("operands must have rank 1 or more")
+        a2 = (1,) + sa if len(sa) == 1 else sa
+        b2 = sb + (1,) if len(sb) == 1 else sb
+        m, k = a2[-2:]
+        k2, n = b2[-2:]
+        if k != k2:
+            ctx.fail(f"shapes {list(sa)} and {list(sb)} cannot be multiplied")
+        batch = broadcast_shape([a2[:-2], b2[:-2]], ctx.fail)
+        shape = batch + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
+        _zero_point(ctx, self.ZP[0], m, "A's")
+        _zero_point(ctx, self.ZP[1], n, "B's")
+        product = Product(I32, m, n, k, (k, 1), (n, 1), batch_offsets(a2[:-2], batch, m * k),
+                          batch_offsets(b2[:-2], batch, k * n), exact=ctx.exact)
+        return shape, (m, n, k, product)
+
+    def product(self, ctx: RunContext, geo, out):
+        m, n, k, product = geo
+        ia, ib = self.IN
+        za, zb = (ctx.flat_in[z] if len(ctx.flat_in) > z else None for z in self.ZP)
+        a = _shifted(ctx, ctx.flat_in[ia], za, k, m)
+        b = _shifted(ctx, ctx.flat_in[ib], zb, 1, n)
+        product(a, b, out)
+
+
+class MatMulInteger(_IntegerProduct):
+    def infer(self, ctx: InferContext) -> None:
+        shape, geo = self.plan(ctx)
+        ctx.set_output(0, I32, shape)
+        ctx.prepared = geo
+
+    def run(self, ctx: RunContext) -> None:
+        self.product(ctx, ctx.prepared, ctx.flat_out[0])
+
+
+class _Requantized:
+    """The requantization step shared by QLinearMatMul and QLinearConv."""
+
+    SCALES = (1, 4, 6)          # a/x scale, b/w scale, y scale
+    Y_ZP = 7
+
+    def requant_plan(self, ctx, count, what):
+        for i in self.SCALES:
+            if ctx.dtype(i) not in SCALES:
+                ctx.fail(f"scale input {i} of element type {ctx.dtype(i)} is not supported",
+                         ErrorKind.UNSUPPORTED)
+            size = math.prod(ctx.shape(i))
+            if size != 1 and not (i == self.SCALES[1] and size == count):
+                ctx.fail(f"scale input {i} of shape {list(ctx.shape(i))} must have one value"
+                         + (f" (or one per {what})" if i == self.SCALES[1] else ""))
+        out = ctx.dtype(self.Y_ZP) if ctx.has_input(self.Y_ZP) else ctx.dtype(0)
+        if out not in (np.uint8, np.int8):
+            ctx.fail(f"output type {out} is not supported", ErrorKind.UNSUPPORTED)
+        values = [ctx.value(i) for i in self.SCALES]
+        mult = None if any(v is None for v in values) else _multiplier(*values)
+        return out, mult
+
+    def requantize(self, ctx, acc, mult, inner, count):
+        if mult is None:
+            mult = _multiplier(*(ctx.inputs[i] for i in self.SCALES))
+        out = ctx.flat_out[0]
+        has_zp = len(ctx.flat_in) > self.Y_ZP and ctx.flat_in[self.Y_ZP] is not None
+        zp = ctx.flat_in[self.Y_ZP] if has_zp else np.zeros(1, out.dtype)
+        lo, hi, _ = RANGES[out.dtype]
+        _REQUANTIZE.get(ctx.exact, _par(out.size))(acc, mult, zp, out, inner, count, lo, hi,
+                                                    out.size)
+
+
+def _multiplier(a_scale, b_scale, y_scale) -> np.ndarray:
+    """a_scale * b_scale / y_scale in the scales' type (numpy), as float64 values."""
+    m = np.asarray(a_scale).reshape(-1) * np.asarray(b_scale).reshape(-1)
+    return (m / np.asarray(y_scale).reshape(-1)).astype(F64)
+
+
+class QLinearMatMul(_IntegerProduct, _Requantized):
+    ZP = (2, 5)
+    IN = (0, 3)
+
+    def infer(self, ctx: InferContext) -> None:
+        shape, geo = self.plan(ctx)
+        out, mult = self.requant_plan(ctx, geo[1], "column")
+        ctx.set_output(0, out, shape)
+        ctx.prepared = (geo, mult)
+
+    def run(self, ctx: RunContext) -> None:
+        geo, mult = ctx.prepared
+        acc = scratch(ctx, I32, (ctx.flat_out[0].size,))
+        self.product(ctx, geo, acc)
+        self.requantize(ctx, acc, mult, 1, geo[1])
+
+
+# ----------------------------------------------------------------------------- convolution
+
+def _conv(x, w, bias, out, geo, tasks):
+    """Direct integer convolution. geo: [r, batch, c_in, m_out, groups, spatial out size,
+    kernel size, in dims(r), out dims(r), kernel dims(r), strides(r), dilations(r),
+    pad begins(r)]; one task per (n, m) output plane."""
+    r = geo[0]
+    c_in = geo[2]
+    m_out = geo[3]
+    groups = geo[4]
+    osize = geo[5]
+    ksize = geo[6]
+    ind = geo[7:7 + r]
+    outd = geo[7 + r:7 + 2 * r]
+    kd = geo[7 + 2 * r:7 + 3 * r]
+    st = geo[7 + 3 * r:7 + 4 * r]
+    dl = geo[7 + 4 * r:7 + 5 * r]
+    pb = geo[7 + 5 * r:7 + 6 * r]
+    cg = c_in // groups
+    mg = m_out // groups
+    isize = 1
+    for d in range(r):
+        isize *= ind[d]
+    for t in prange(tasks):
+        n = t // m_out
+        m = t - n * m_out
+        g = m // mg
+        for o in range(osize):
+            acc = bias[m] if bias.size > 0 else np.int32(0)
+            for c in range(cg):
+                xb = (n * c_in + g * cg + c) * isize
+                wb = (m * cg + c) * ksize
+                for kk in range(ksize):
+                    xi = 0
+                    ok = True
+                    rem_k = kk
+                    rem_o = o
+                    step = 1
+                    for d in range(r - 1, -1, -1):
+                        kq = rem_k // kd[d]
+                        kidx = rem_k - kq * kd[d]
+                        rem_k = kq
+                        oq = rem_o // outd[d]
+                        oidx = rem_o - oq * outd[d]
+                        rem_o = oq
+                        pos = oidx * st[d] - pb[d] + kidx * dl[d]
+                        if pos < 0 or pos >= ind[d]:
+                            ok = False
+                            break
+                        xi += pos * step
+                        step *= ind[d]
+                    if ok:
+                        acc += x[xb + xi] * w[wb + kk]
+            out[t * osize + o] = acc
+
+
+_CONV = Variants(_conv, "conv_integer", parallel=True)
+
+
+class ConvInteger(OpKernel):
+    """(x - x_zp) convolved with (w - w_zp) in int32 (zero padding of the shifted x); the
+    window attributes are conv.py's (Window)."""
+
+    supports_exact = True
+    X, W, XZP, WZP, BIAS = 0, 1, 2, 3, None
+
+    def __init__(self, node):
+        super().__init__(node)
+        self.group = int(node.attr("group", 1))
+        self.window = Window(node, need_kernel=False)
+
+    def conv_plan(self, ctx: InferContext):
+        for i in (self.X, self.W):
+            if ctx.dtype(i) not in (np.uint8, np.int8):
+                ctx.fail(f"input {i} of element type {ctx.dtype(i)} is not supported "
+                         "(uint8 and int8 are)", ErrorKind.UNSUPPORTED)
+        xs, ws = tuple(ctx.shape(self.X)), tuple(ctx.shape(self.W))
+        r = len(xs) - 2
+        if r < 1 or len(ws) != len(xs):
+            ctx.fail(f"x {list(xs)} and w {list(ws)} must have the same rank, 3 or more")
+        batch, c_in, m_out = xs[0], xs[1], ws[0]
+        g = self.group
+        if g <= 0 or c_in % g or m_out % g or ws[1] != c_in // g:
+            ctx.fail(f"x {list(xs)} and w {list(ws)} do not match with group {g}")
+        ax = self.window.resolve(ctx.fail, list(xs[2:]), ws[2:])
+        ind, outd, kd = list(xs[2:]), list(ax.out), list(ax.kernel)
+        _zero_point(ctx, self.XZP, 1, "x's")
+        _zero_point(ctx, self.WZP, m_out, "w's")
+        if self.BIAS is not None and ctx.has_input(self.BIAS):
+            if ctx.dtype(self.BIAS) != I32 or tuple(ctx.shape(self.BIAS)) != (m_out,):
+                ctx.fail(f"B must be int32 of shape [{m_out}]")
+        geo = np.array([r, batch, c_in, m_out, g, math.prod(outd), math.prod(kd)] + ind + outd
+                       + kd + list(ax.strides) + list(ax.dilations) + list(ax.begin),
+                       dtype=np.int64)
+        tasks = batch * m_out
+        work = tasks * geo[5] * geo[6] * (c_in // g)
+        fn = _CONV.get(ctx.exact, work >= PARALLEL_MIN and tasks > 1)
+        return (batch, m_out, *outd), (geo, tasks, fn, math.prod(ws[1:]))
+
+    def convolve(self, ctx: RunContext, plan, out):
+        geo, tasks, fn, per_m = plan
+        flat = ctx.flat_in
+        xzp = flat[self.XZP] if len(flat) > self.XZP else None
+        wzp = flat[self.WZP] if len(flat) > self.WZP else None
+        x = _shifted(ctx, flat[self.X], xzp, 1, 1)
+        w = _shifted(ctx, flat[self.W], wzp, per_m, geo[3])
+        has_b = self.BIAS is not None and len(flat) > self.BIAS and flat[self.BIAS] is not None
+        bias = flat[self.BIAS] if has_b else out[:0].view(I32)
+        fn(x, w, bias, out, geo, tasks)
+
+    def infer(self, ctx: InferContext) -> None:
+        shape, plan = self.conv_plan(ctx)
+        ctx.set_output(0, I32, shape)
+        ctx.prepared = plan
+
+    def run(self, ctx: RunContext) -> None:
+        self.convolve(ctx, ctx.prepared, ctx.flat_out[0])
+
+
+class QLinearConv(ConvInteger, _Requantized):
+    X, W, XZP, WZP, BIAS = 0, 3, 2, 5, 8
+
+    def infer(self, ctx: InferContext) -> None:
+        shape, plan = self.conv_plan(ctx)
+        out, mult = self.requant_plan(ctx, shape[1], "output channel")
+        ctx.set_output(0, out, shape)
+        ctx.prepared = (plan, mult, math.prod(shape[2:]), shape[1])
+
+    def run(self, ctx: RunContext) -> None:
+        plan, mult, inner, channels = ctx.prepared
+        acc = scratch(ctx, I32, (ctx.flat_out[0].size,))
+        self.convolve(ctx, plan, acc)
+        self.requantize(ctx, acc, mult, inner, channels)

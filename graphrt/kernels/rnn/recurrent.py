@@ -1,0 +1,392 @@
+"""RNN, GRU and LSTM (opsets 7+; layout from 14).
+
+With x_t the input at step t, h the hidden state, W/R/Wb/Rb the direction's weights and
+biases split by gate (activations f, g, h in the order the attribute lists them, defaults
+f = Sigmoid, g = h = Tanh, RNN: f = Tanh):
+
+    RNN   h = f(x_t W^T + h R^T + Wb + Rb)
+    GRU   z = f(x Wz^T + h Rz^T + Wbz + Rbz),  r = f(x Wr^T + h Rr^T + Wbr + Rbr)
+          n = g(x Wn^T + (r * h) Rn^T + Rbn + Wbn)       (linear_before_reset = 0)
+          n = g(x Wn^T + r * (h Rn^T + Rbn) + Wbn)       (linear_before_reset = 1)
+          h = (1 - z) * n + z * h
+    LSTM  i = f(x Wi^T + h Ri^T + Wbi + Rbi + Pi * c)
+          f = f(... forget gate ... + Pf * c)            (1 - i with input_forget)
+          c = f * c + i * g(x Wc^T + h Rc^T + Wbc + Rbc)
+          o = f(x Wo^T + h Ro^T + Wbo + Rbo + Po * c),   h = o * h(c)
+
+Gate pre-activations are clamped to [-clip, clip] when clip is given. "reverse" walks the
+steps backwards, "bidirectional" does both (direction index 0 forward, 1 reverse). With
+sequence_lens, batch entry b runs its first sequence_lens[b] steps only: Y is 0 after them
+and Y_h (Y_c) hold the state after the last step run.
+
+x W^T for all steps is one product through matmul.py's kernel; each step then takes h R^T
+for every (direction, batch entry) as one more product (k ascending, R transposed once per
+run) and finishes the gates in one task per (direction, batch entry). The exact variant takes
+its tanh, sigmoid, expm1 and softplus from graphrt's own exactmath (no libm, no FMA) and writes
+NaN results canonically. float16 and bfloat16 are computed in float32.
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from ...errors import ErrorKind
+from ..math import exactmath
+from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..gemm.product import Product
+from ..core.floats import FLOATS, compute_dtype, widen
+from ..core.jit import Variants
+
+EXACT = False
+ACT = None
+GATES = 1
+# work per step from which a step's product runs in parallel: a recurrence launches one
+# parallel region per step, and below this size the launches cost more than they save
+STEP_PARALLEL = 1 << 22
+
+
+# name -> (code, default alpha, default beta, uses alpha, uses beta)
+_ACTIVATIONS = {
+    "relu": (0, 0.0, 0.0, False, False), "tanh": (1, 0.0, 0.0, False, False),
+    "sigmoid": (2, 0.0, 0.0, False, False), "affine": (3, 1.0, 0.0, True, True),
+    "leakyrelu": (4, 0.01, 0.0, True, False), "thresholdedrelu": (5, 1.0, 0.0, True, False),
+    "scaledtanh": (6, 1.0, 1.0, True, True), "hardsigmoid": (7, 0.2, 0.5, True, True),
+    "elu": (8, 1.0, 0.0, True, False), "softsign": (9, 0.0, 0.0, False, False),
+    "softplus": (10, 0.0, 0.0, False, False),
+}
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _act(code, alpha, beta, x):
+    if code == 1:
+        return np.tanh(x)
+    if code == 2:
+        return 1 / (1 + np.exp(-x))
+    if code == 0:
+        return x if x > 0 else 0.0
+    if code == 3:
+        return alpha * x + beta
+    if code == 4:
+        return x if x >= 0 else alpha * x
+    if code == 5:
+        return x if x > alpha else 0.0
+    if code == 6:
+        return alpha * np.tanh(beta * x)
+    if code == 7:
+        return max(0.0, min(1.0, alpha * x + beta))
+    if code == 8:
+        return x if x >= 0 else alpha * (np.exp(x) - 1)
+    if code == 9:
+        return x / (1 + abs(x))
+    return np.log1p(np.exp(x))
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _act_exact(code, alpha, beta, x):
+    """_act with graphrt's own transcendental functions (exactmath): exact mode."""
+    if code == 1:
+        return exactmath.tanh(x)
+    if code == 2:
+        return exactmath.sigmoid(x)
+    if code == 6:
+        return alpha * exactmath.tanh(beta * x)
+    if code == 8:
+        return x if x >= 0 else alpha * exactmath.expm1(x)
+    if code == 10:
+        return exactmath.softplus(x)
+    return _act(code, alpha, beta, x)     # the others use + - * / and compares only
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _canonical_nan(a):
+    for i in range(a.size):
+        if a[i] != a[i]:
+            a[i] = np.nan
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _clip(x, clip):
+    if clip > 0:
+        if x > clip:
+            return clip
+        if x < -clip:
+            return -clip
+    return x
+
+
+def _step(xw, hr, hn, b, p, lens, y, h, c, rh, geo, s, phase, codes, alphas, betas, has_y,
+          clip, tasks):
+    """Step s of every (direction d, batch entry e) task, given hr = h R^T (and for GRU's
+    second phase hn = (r * h) Rn^T). State h, c and the gate rows hr are (d, e)-ordered.
+    geo: [seq, batch, hidden, dirs, x row stride over t, over b, y strides (t, d, b), has_p,
+    linear_before_reset, input_forget, reverse]. GRU without linear_before_reset runs in two
+    phases: 0 computes z and r (kept in hr) and r * h (into rh), 1 the rest."""
+    batch = geo[1]
+    hs = geo[2]
+    dirs = geo[3]
+    xt, xb = geo[4], geo[5]
+    yt, yd, yb = geo[6], geo[7], geo[8]
+    has_p, lbr, coupled, reverse = geo[9] != 0, geo[10] != 0, geo[11] != 0, geo[12] != 0
+    seq = geo[0]
+    g = GATES * hs
+    for task in prange(tasks):
+        d = task // batch
+        e = task - d * batch
+        steps = lens[e]
+        if s >= steps:
+            continue
+        t = steps - 1 - s if reverse and (dirs == 1 or d == 1) else s
+        xo = (d * seq * batch) * g + (t * xt + e * xb) * g
+        bo = d * 2 * g
+        go = task * g
+        so = task * hs
+        f1, f2, f3 = codes[3 * d], codes[3 * d + 1], codes[3 * d + 2]
+        a1, a2, a3 = alphas[3 * d], alphas[3 * d + 1], alphas[3 * d + 2]
+        b1, b2, b3 = betas[3 * d], betas[3 * d + 1], betas[3 * d + 2]
+        if GATES == 1:
+            for j in range(hs):
+                pre = xw[xo + j] + b[bo + j] + b[bo + g + j] + hr[go + j]
+                h[so + j] = ACT(f1, a1, b1, _clip(pre, clip))
+        elif GATES == 3:
+            if phase == 0:
+                for j in range(2 * hs):
+                    pre = xw[xo + j] + b[bo + j] + b[bo + g + j] + hr[go + j]
+                    hr[go + j] = ACT(f1, a1, b1, _clip(pre, clip))
+                if not lbr:
+                    for j in range(hs):
+                        rh[so + j] = hr[go + hs + j] * h[so + j]
+                    continue
+            for j in range(hs):
+                z = hr[go + j]
+                wn = xw[xo + 2 * hs + j] + b[bo + 2 * hs + j]
+                rn = b[bo + g + 2 * hs + j]
+                if lbr:
+                    pre = wn + hr[go + hs + j] * (hr[go + 2 * hs + j] + rn)
+                else:
+                    pre = xw[xo + 2 * hs + j] + hn[so + j] + rn + b[bo + 2 * hs + j]
+                n = ACT(f2, a2, b2, _clip(pre, clip))
+                h[so + j] = (1 - z) * n + z * h[so + j]
+        else:
+            po = d * 3 * hs
+            for j in range(hs):
+                cj = c[so + j]
+                pi = xw[xo + j] + b[bo + j] + b[bo + g + j] + hr[go + j]
+                pf = xw[xo + 2 * hs + j] + b[bo + 2 * hs + j] + b[bo + g + 2 * hs + j] \
+                    + hr[go + 2 * hs + j]
+                pc = xw[xo + 3 * hs + j] + b[bo + 3 * hs + j] + b[bo + g + 3 * hs + j] \
+                    + hr[go + 3 * hs + j]
+                po_ = xw[xo + hs + j] + b[bo + hs + j] + b[bo + g + hs + j] + hr[go + hs + j]
+                if has_p:
+                    pi = pi + p[po + j] * cj
+                    pf = pf + p[po + 2 * hs + j] * cj
+                ig = ACT(f1, a1, b1, _clip(pi, clip))
+                fg = 1 - ig if coupled else ACT(f1, a1, b1, _clip(pf, clip))
+                cc = fg * cj + ig * ACT(f2, a2, b2, _clip(pc, clip))
+                c[so + j] = cc
+                if has_p:
+                    po_ = po_ + p[po + hs + j] * cc
+                h[so + j] = ACT(f1, a1, b1, _clip(po_, clip)) * ACT(f3, a3, b3, cc)
+        if has_y:
+            yo = t * yt + d * yd + e * yb
+            for j in range(hs):
+                y[yo + j] = h[so + j]
+
+
+def _variants(name: str, gates: int):
+    return exactmath.FastExact(Variants(_step, name, parallel=True, GATES=gates, ACT=_act),
+                               Variants(_step, name + "_exact", parallel=True, GATES=gates,
+                                        ACT=_act_exact))
+
+
+_RNN = _variants("rnn_step", 1)
+_GRU = _variants("gru_step", 3)
+_LSTM = _variants("lstm_step", 4)
+
+
+class _Recurrent(OpKernel):
+    supports_exact = True
+    GATES = 1
+    DEFAULTS = ("tanh",)
+    VARIANTS = _RNN
+
+    def __init__(self, node):
+        super().__init__(node)
+        a = node.attr
+        hidden = a("hidden_size")
+        self.hidden = int(hidden) if hidden is not None else None
+        direction = a("direction", "forward")
+        self.direction = direction.decode() if isinstance(direction, bytes) else direction
+        if self.direction not in ("forward", "reverse", "bidirectional"):
+            node.fail(f"direction {self.direction!r} is not forward, reverse or bidirectional")
+        self.dirs = 2 if self.direction == "bidirectional" else 1
+        self.layout = int(a("layout", 0)) if node.opset >= 14 else 0
+        clip = a("clip")
+        self.clip = float(clip) if clip is not None else 0.0
+        self.lbr = int(a("linear_before_reset", 0))
+        self.coupled = int(a("input_forget", 0))
+        names = a("activations")
+        k = len(self.DEFAULTS)
+        names = [n.decode() if isinstance(n, bytes) else n for n in names] if names \
+            else list(self.DEFAULTS) * self.dirs
+        if len(names) != k * self.dirs:
+            node.fail(f"{len(names)} activations given, {k * self.dirs} expected")
+        alphas = list(a("activation_alpha") or [])
+        betas = list(a("activation_beta") or [])
+        codes, al, be = [], [], []
+        for name in names:
+            spec = _ACTIVATIONS.get(name.lower())
+            if spec is None:
+                node.fail(f"activation {name!r} is not supported", ErrorKind.UNSUPPORTED)
+            code, alpha, beta, uses_a, uses_b = spec
+            if uses_a and alphas:
+                alpha = alphas.pop(0)
+            if uses_b and betas:
+                beta = betas.pop(0)
+            codes.append(code)
+            al.append(alpha)
+            be.append(beta)
+        pad = 3 - k       # the kernel reads three activations per direction
+        self.codes = np.array(sum((codes[i * k:(i + 1) * k] + [1] * pad
+                                   for i in range(self.dirs)), []), dtype=np.int64)
+        self.alphas = np.array(sum((al[i * k:(i + 1) * k] + [0.0] * pad
+                                    for i in range(self.dirs)), []), dtype=np.float64)
+        self.betas = np.array(sum((be[i * k:(i + 1) * k] + [0.0] * pad
+                                   for i in range(self.dirs)), []), dtype=np.float64)
+
+    def infer(self, ctx: InferContext) -> None:
+        dt = ctx.same_dtype(0, 1, 2, 3, 5, 6, 7)
+        if dt not in FLOATS:
+            ctx.fail(f"element type {dt} is not supported", ErrorKind.UNSUPPORTED)
+        xs, ws, rs = (tuple(ctx.shape(i)) for i in range(3))
+        if len(xs) != 3:
+            ctx.fail(f"X must be 3-D, got shape {list(xs)}")
+        seq, batch, isz = (xs[1], xs[0], xs[2]) if self.layout else xs
+        dirs, g = self.dirs, self.GATES
+        hs = self.hidden if self.hidden is not None else (rs[-1] if rs else 0)
+        gh = g * hs
+        want = {1: (dirs, gh, isz), 2: (dirs, gh, hs), 3: (dirs, 2 * gh),
+                5: (batch, dirs, hs) if self.layout else (dirs, batch, hs), 7: (dirs, 3 * hs)}
+        want[6] = want[5]
+        for i, shape in want.items():
+            if ctx.has_input(i) and tuple(ctx.shape(i)) != shape:
+                ctx.fail(f"input {i} of shape {list(ctx.shape(i))} should be {list(shape)}")
+        if ctx.has_input(4) and (ctx.dtype(4) != np.int32 or tuple(ctx.shape(4)) != (batch,)):
+            ctx.fail(f"sequence_lens must be int32 of shape [{batch}]")
+        n_out = self.node.n_outputs
+        if n_out > 0:
+            ctx.set_output(0, dt, (batch, seq, dirs, hs) if self.layout else (seq, dirs, batch, hs))
+        for i in range(1, min(n_out, 3 if self.GATES == 4 else 2)):
+            ctx.set_output(i, dt, want[5])
+        work = compute_dtype(dt)
+        rows = seq * batch
+        # x W^T for every direction: A = X rows, B[k, j] = W[d, j, k]
+        product = Product(work, rows, gh, isz, (isz, 1), (1, isz), np.zeros(dirs, np.int64),
+                          np.arange(dirs, dtype=np.int64) * (gh * isz), exact=ctx.exact)
+        if self.layout:
+            xt, xb = 1, seq
+            yt, yd, yb = dirs * hs, hs, seq * dirs * hs
+        else:
+            xt, xb = batch, 1
+            yt, yd, yb = dirs * batch * hs, batch * hs, hs
+        geo = [seq, batch, hs, dirs, xt, xb, yt, yd, yb, int(ctx.has_input(7)), self.lbr,
+               self.coupled, int(self.direction != "forward")]
+        tasks = dirs * batch
+        # h R^T for every task: A = the (d, e)-ordered state, B = R^T, which run makes once
+        # as a (dirs, hidden, G * hidden) array so each step's product reads rows
+        state_off = np.arange(dirs, dtype=np.int64) * (batch * hs)
+        r_off = np.arange(dirs, dtype=np.int64) * (gh * hs)
+        recur = Product(work, batch, gh, hs, (hs, 1), (gh, 1), state_off, r_off, exact=ctx.exact,
+                        min_parallel=STEP_PARALLEL)
+        # GRU: (r * h) Rn^T, Rn^T being columns 2H..3H of R^T
+        reset = Product(work, batch, hs, hs, (hs, 1), (gh, 1), state_off, r_off + 2 * hs,
+                        exact=ctx.exact, min_parallel=STEP_PARALLEL) \
+            if self.GATES == 3 and not self.lbr else None
+        fn = self.VARIANTS.get(ctx.exact, tasks > 1 and tasks * gh >= STEP_PARALLEL >> 6)
+        ctx.prepared = (product, recur, reset, np.array(geo, dtype=np.int64), work, tasks, fn)
+
+    def run(self, ctx: RunContext) -> None:
+        product, recur, reset, geo, work, tasks, fn = ctx.prepared
+        seq, batch, hs, dirs = (int(v) for v in geo[:4])
+        g = self.GATES * hs
+        flat = ctx.flat_in
+        x, w = widen(ctx, flat[0], work), widen(ctx, flat[1], work)
+        r = scratch(ctx, work, (dirs * hs * g,))
+        np.copyto(r.reshape(dirs, hs, g), ctx.inputs[2].transpose(0, 2, 1), casting="unsafe")
+        b = self._optional(ctx, 3, work, dirs * 2 * g)
+        p = self._optional(ctx, 7, work, 0)
+        if len(flat) > 4 and flat[4] is not None:
+            lens = flat[4]
+            if lens.size and (lens.min() < 0 or lens.max() > seq):
+                ctx.node.fail(f"sequence_lens must lie in [0, {seq}]", ErrorKind.INVALID_INPUT)
+        else:
+            lens = scratch(ctx, np.int32, (batch,))
+            lens.fill(seq)
+        xw = scratch(ctx, work, (dirs * seq * batch * g,))
+        product(x, w, xw)
+        # the state, (direction, batch entry, hidden) ordered whatever the layout
+        h = self._state(ctx, 5, work, dirs, batch, hs)
+        c = self._state(ctx, 6, work, dirs, batch, hs)
+        y = ctx.flat_out[0] if len(ctx.flat_out) > 0 else None
+        ys = y if y is None or y.dtype == work else scratch(ctx, work, (y.size,))
+        if ys is not None and lens.size and lens.min() < seq:
+            ys.fill(0)
+        hr = scratch(ctx, work, (tasks * g,))
+        hn = scratch(ctx, work, (tasks * hs,)) if reset is not None else hr
+        rh = scratch(ctx, work, (tasks * hs,)) if reset is not None else hr
+        y_arg = ys if ys is not None else hr[:0]
+        clip = work.type(self.clip)
+        for s in range(seq):
+            recur(h, r, hr)
+            fn(xw, hr, hn, b, p, lens, y_arg, h, c, rh, geo, s, 0, self.codes, self.alphas,
+               self.betas, ys is not None, clip, tasks)
+            if reset is not None:
+                reset(rh, r, hn)
+                fn(xw, hr, hn, b, p, lens, y_arg, h, c, rh, geo, s, 1, self.codes, self.alphas,
+                   self.betas, ys is not None, clip, tasks)
+        if ys is not None and ys is not y:
+            np.copyto(y, ys, casting="unsafe")
+        for i, state in ((1, h), (2, c)):
+            out = ctx.outputs[i] if len(ctx.outputs) > i else None
+            if out is not None:
+                view = out.transpose(1, 0, 2) if self.layout else out
+                np.copyto(view, state.reshape(dirs, batch, hs), casting="unsafe")
+        if ctx.exact:                       # NaN results as the canonical quiet NaN
+            for out in ctx.flat_out:
+                if out is not None and out.dtype.kind == "f" and out.dtype.itemsize >= 4:
+                    _canonical_nan(out)
+
+    @staticmethod
+    def _optional(ctx, i, work, size):
+        """Input i in the work type, zeros of ``size`` when it is absent."""
+        if len(ctx.flat_in) > i and ctx.flat_in[i] is not None:
+            return widen(ctx, ctx.flat_in[i], work)
+        z = scratch(ctx, work, (size,))
+        z.fill(0)
+        return z
+
+    def _state(self, ctx, i, work, dirs, batch, hs):
+        """A (direction, batch entry, hidden) copy of initial state input i (zeros if absent)."""
+        state = scratch(ctx, work, (dirs * batch * hs,))
+        if len(ctx.inputs) > i and ctx.inputs[i] is not None:
+            src = ctx.inputs[i]
+            np.copyto(state.reshape(dirs, batch, hs),
+                      src.transpose(1, 0, 2) if self.layout else src, casting="unsafe")
+        else:
+            state.fill(0)
+        return state
+
+
+class RNN(_Recurrent):
+    pass
+
+
+class GRU(_Recurrent):
+    GATES = 3
+    DEFAULTS = ("sigmoid", "tanh")
+    VARIANTS = _GRU
+
+
+class LSTM(_Recurrent):
+    GATES = 4
+    DEFAULTS = ("sigmoid", "tanh", "tanh")
+    VARIANTS = _LSTM

@@ -1,0 +1,173 @@
+"""Transpose and Concat: pure data movement, so exact by construction.
+
+Elements are moved as unsigned integers of their width (bool and int8 as uint8, float32 as
+uint32, ...): the bits are copied unchanged, NaN payloads included, and one compiled kernel
+serves every element type of a width. Types numba cannot move this way (strings, complex128)
+are moved by numpy.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import prange
+
+from ..core.base import InferContext, OpKernel, RunContext
+from ..core.broadcast import BLOCK, PARALLEL_MIN, Walk
+from ..core.jit import Variants
+
+EXACT = False
+
+_WORD = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
+         8: np.dtype(np.uint64)}
+
+
+def _word(dtype):
+    """The unsigned type the kernels move ``dtype`` as, or None (numpy moves it)."""
+    dtype = np.dtype(dtype)
+    return _WORD.get(dtype.itemsize) if dtype.kind in "biuf" or dtype.kind == "c" else None
+
+
+def _gather(x, out, shape, sx, block, tasks):
+    """out (C order over ``shape``) [i] = x[offset of i along strides ``sx``]."""
+    r = shape.size
+    inner = shape[r - 1]
+    per_row = (inner + block - 1) // block
+    ix = sx[r - 1]
+    for t in prange(tasks):
+        row = t // per_row
+        j0 = (t - row * per_row) * block
+        w = min(inner, j0 + block) - j0
+        ox = 0
+        rem = row
+        for d in range(r - 2, -1, -1):
+            q = rem // shape[d]
+            ox += (rem - q * shape[d]) * sx[d]
+            rem = q
+        dst = out[row * inner + j0:row * inner + j0 + w]
+        if ix == 1:
+            src = x[ox + j0:ox + j0 + w]
+            for j in range(w):
+                dst[j] = src[j]
+        else:
+            ox += j0 * ix
+            for j in range(w):
+                dst[j] = x[ox + j * ix]
+
+
+def _place(src, dst, chunk, row, offset, block, tasks):
+    """Row o of ``src`` (``chunk`` elements) goes to dst[o * row + offset:][:chunk]."""
+    per_row = (chunk + block - 1) // block
+    for t in prange(tasks):
+        o = t // per_row
+        j0 = (t - o * per_row) * block
+        w = min(chunk, j0 + block) - j0
+        s = src[o * chunk + j0:o * chunk + j0 + w]
+        d = dst[o * row + offset + j0:o * row + offset + j0 + w]
+        for j in range(w):
+            d[j] = s[j]
+
+
+# Moving bits is the same in both modes: only the fast variants are ever compiled.
+_GATHER = Variants(_gather, "transpose", parallel=True)
+_PLACE = Variants(_place, "concat", parallel=True)
+
+
+class Transpose(OpKernel):
+    """y[i_0, ..., i_{r-1}] = x[j] with j[perm[d]] = i_d; perm defaults to reversed axes."""
+
+    supports_exact = True
+
+    def __init__(self, node):
+        super().__init__(node)
+        perm = node.attr("perm")
+        self.perm = None if perm is None else [int(p) for p in perm]
+
+    def infer(self, ctx: InferContext) -> None:
+        dt, shape = ctx.dtype(0), tuple(ctx.shape(0))
+        r = len(shape)
+        perm = list(range(r - 1, -1, -1)) if self.perm is None else self.perm
+        if sorted(perm) != list(range(r)):
+            ctx.fail(f"perm {perm} is not a permutation of the {r} axes of {list(shape)}")
+        out_shape = [shape[p] for p in perm]
+        ctx.set_output(0, dt, out_shape)
+        word = _word(dt)
+        if word is None:
+            ctx.prepared = (None, perm)
+            return
+        strides = [0] * r
+        step = 1
+        for axis in range(r - 1, -1, -1):
+            strides[axis] = step
+            step *= shape[axis]
+        # Unit axes are dropped first: Walk's axis merging compares strides of neighbouring
+        # axes and expects a unit axis to have stride 0, which a permuted stride is not.
+        kept = [d for d in range(r) if out_shape[d] != 1]
+        walk = Walk([out_shape[d] for d in kept], [[strides[perm[d]] for d in kept]])
+        ctx.prepared = (word, (walk, _GATHER.get(False, walk.parallel)))
+
+    def run(self, ctx: RunContext) -> None:
+        word, data = ctx.prepared
+        if word is None:
+            np.copyto(ctx.outputs[0], np.transpose(ctx.inputs[0], data))
+            return
+        w, fn = data
+        fn(ctx.flat_in[0].view(word), ctx.flat_out[0].view(word), w.shape, w.strides[0],
+           w.block, w.tasks)
+
+
+class Concat(OpKernel):
+    """The inputs joined along ``axis`` (negative counts from the end); all other extents
+    must agree. Seen as matrices (extents before axis) x (the rest), each input is a block
+    of columns of the output."""
+
+    supports_exact = True
+
+    def __init__(self, node):
+        super().__init__(node)
+        axis = node.attr("axis")
+        if axis is None and node.opset >= 4:
+            node.fail("attribute 'axis' is required")
+        self.axis = 1 if axis is None else int(axis)
+
+    def infer(self, ctx: InferContext) -> None:
+        n = ctx.n_inputs
+        if n == 0:
+            ctx.fail("at least one input is required")
+        dt = ctx.same_dtype(*range(n))
+        shapes = [tuple(ctx.shape(i)) for i in range(n)]
+        r = len(shapes[0])
+        if not -r <= self.axis < r:
+            ctx.fail(f"axis {self.axis} is out of range for rank {r}")
+        axis = self.axis + r if self.axis < 0 else self.axis
+        for s in shapes[1:]:
+            if len(s) != r or s[:axis] != shapes[0][:axis] or s[axis + 1:] != shapes[0][axis + 1:]:
+                ctx.fail(f"shapes {', '.join(str(list(x)) for x in shapes)} cannot be joined "
+                         f"along axis {axis}")
+        out_shape = list(shapes[0])
+        out_shape[axis] = sum(s[axis] for s in shapes)
+        ctx.set_output(0, dt, out_shape)
+        outer = math.prod(out_shape[:axis])
+        row = math.prod(out_shape[axis:])
+        word = _word(dt)
+        parallel = outer * row >= PARALLEL_MIN
+        parts = []
+        offset = 0
+        for i, s in enumerate(shapes):
+            chunk = math.prod(s[axis:])
+            if chunk and outer:
+                block = BLOCK if parallel else chunk
+                parts.append((i, chunk, offset, block, outer * -(-chunk // block)))
+            offset += chunk
+        fn = _PLACE.get(False, parallel)
+        ctx.prepared = (word, axis, outer, row, parts, fn)
+
+    def run(self, ctx: RunContext) -> None:
+        word, axis, outer, row, parts, fn = ctx.prepared
+        if word is None:
+            np.concatenate(ctx.inputs, axis=axis, out=ctx.outputs[0])
+            return
+        dst = ctx.flat_out[0].view(word)
+        flat = ctx.flat_in
+        for i, chunk, offset, block, tasks in parts:
+            fn(flat[i].view(word), dst, chunk, row, offset, block, tasks)

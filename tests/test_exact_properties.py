@@ -31,7 +31,7 @@ from onnx import TensorProto, helper
 
 import graphrt
 from graphrt.kernels.core.broadcast import PARALLEL_MIN
-from graphrt.kernels.gemm.matmul import PARALLEL_WORK
+from graphrt.kernels.gemm.product import PARALLEL_WORK
 from graphrt.plan.execute import execute
 
 from .models import const, make

@@ -1,4 +1,4 @@
-"""Large ConstantOfShape fills (graphrt/kernels/fill.py): threads share the blocks, streaming
+"""Large ConstantOfShape fills (graphrt/kernels/core/fill.py): threads share the blocks, streaming
 stores past fill.STREAM_BYTES; every bit of the value lands in every element, from any
 alignment, whatever the thread count."""
 from __future__ import annotations
@@ -9,7 +9,6 @@ from onnx import TensorProto, helper, numpy_helper
 
 import graphrt
 from graphrt.kernels.core import fill
-from graphrt.kernels.tensor import generators
 
 from .models import make, tensor
 
@@ -18,7 +17,7 @@ NAN_PAYLOAD = np.array([0x7FC01234], np.uint32).view(np.float32)
 
 @pytest.mark.parametrize("value", [NAN_PAYLOAD, np.array([-3], np.int8),
                                    np.array([2.5], np.float16), np.array([-0.0])])
-@pytest.mark.parametrize("nbytes", [generators.PARALLEL_FILL + 3, fill.STREAM_BYTES + 7])
+@pytest.mark.parametrize("nbytes", [fill.PARALLEL_FILL + 3, fill.STREAM_BYTES + 7])
 def test_large_fills_copy_every_bit(value, nbytes):
     shape = np.array([nbytes // value.itemsize], np.int64)
     model = make([helper.make_node("ConstantOfShape", ["s"], ["y"],

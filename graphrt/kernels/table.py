@@ -7,10 +7,10 @@ from .elementwise.arithmetic import Add, BitShift, Div, Mod, Mul, Pow, PRelu, Su
 from .attention.attention import Attention, RotaryEmbedding
 from .attention.preview import CausalConvWithState, FlexAttention, LinearAttention
 from .core.base import OpDef
-from .elementwise.cast import Cast
+from .elementwise.cast import Cast, CastLike
 from .elementwise.compare import (And, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor, Equal, Greater,
                       GreaterOrEqual, Less, LessOrEqual, Not, Or, Xor)
-from .tensor.constants import Constant, Shape
+from .tensor.constants import Constant, Shape, Size
 from .control.subgraph import If, Loop, Scan, SequenceMap
 from .training.gradient import Gradient
 from .nn.conv import Conv
@@ -21,8 +21,10 @@ from .linalg.einsum import Einsum
 from .tensor.expand import Expand, Pad, Tile
 from .tensor.gather import Gather, GatherElements, GatherND
 from .elementwise.glu import SwiGLU
-from .tensor.generators import (CastLike, ConstantOfShape, DepthToSpace, Dropout, EyeLike, NonZero,
-                         OneHot, Range, Size, SpaceToDepth, Unique)
+from .tensor.creation import ConstantOfShape, EyeLike, OneHot, Range
+from .tensor.indices import NonZero, Unique
+from .tensor.space_depth import DepthToSpace, SpaceToDepth
+from .nn.dropout import Dropout
 from .nn.grid import AffineGrid, GridSample
 from .tensor.layout import Concat, Transpose
 from .linalg.det import Det

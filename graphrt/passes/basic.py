@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import CompiledNode
-from ..kernels.tensor.generators import Dropout
+from ..kernels.nn.dropout import Dropout
 from ..kernels.tensor.layout import Transpose
 from ..kernels.tensor.views import Identity, Reshape
 from ..plan.build import evaluate_constant_node

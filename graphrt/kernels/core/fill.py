@@ -9,10 +9,13 @@ its consumer. Either way the bits do not depend on the thread count.
 from __future__ import annotations
 
 import llvmlite.binding as llb
+import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
+
+from .words import word_of
 
 BLOCK_BYTES = 1 << 16           # a task's share
 STREAM_BYTES = 1 << 25          # from here (past the 32 MiB last-level cache), streaming stores
@@ -83,3 +86,29 @@ def fill_blocks(out, v, stream):
             out[i] = v
             i += 1
         _store_fence()
+
+
+PARALLEL_FILL = 1 << 18     # bytes from which a fill is shared by the threads
+
+
+class Fill:
+    """out[:] = value, written as words of the element's size (so every bit of the value,
+    a NaN's payload included, is copied): numpy's fill up to PARALLEL_FILL bytes, above it
+    fill.fill_blocks (threads share the blocks; streaming stores past STREAM_BYTES);
+    numpy's assignment for strings."""
+
+    __slots__ = ("word", "bits")
+
+    def __init__(self, dtype, value, size: int):
+        cell = np.array(value).astype(dtype).reshape(1)
+        self.word = word_of(dtype)
+        self.bits = cell[0] if self.word is None else cell.view(self.word)[0]
+
+    def __call__(self, out: np.ndarray) -> None:
+        if self.word is None:
+            out[...] = self.bits
+        elif out.nbytes >= PARALLEL_FILL:
+            fill_blocks(out.view(self.word), self.bits,
+                        STREAMS and out.nbytes >= STREAM_BYTES)
+        elif out.size:
+            out.view(self.word).fill(self.bits)

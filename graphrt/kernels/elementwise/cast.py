@@ -38,6 +38,8 @@ that fast flags would speed up.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 from numba import njit, prange
 
@@ -376,3 +378,23 @@ def _numpy_cast(x, out, bounds, exact):
             np.copyto(out, x, casting="unsafe")
         if exact and out.dtype.kind == "f":
             out[out != out] = np.nan
+
+
+class CastLike(Cast):
+    """y = x cast to the element type of input 1, by Cast's rules and kernels."""
+
+    def __init__(self, node):       # noqa: D107 - no 'to' attribute; one Cast per target
+        OpKernel.__init__(self, node)
+        self._casts = {}
+
+    def infer(self, ctx: InferContext) -> None:
+        target = ctx.dtype(1)
+        cast = self._casts.get(target)
+        if cast is None:
+            if target not in _dt.ALL_TENSOR | _dt.EXOTIC:
+                ctx.fail(f"cannot cast to element type {_dt.name_of(target)}",
+                         ErrorKind.UNSUPPORTED)
+            attrs = dict(self.node.attrs, to=_dt.to_code(target))
+            cast = Cast(dataclasses.replace(self.node, attrs=attrs))
+            self._casts[target] = cast          # a benign race: every thread builds the same
+        cast.infer(ctx)

@@ -23,17 +23,18 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ... import dtypes as _dt
-from ...errors import ErrorKind
 from ...threads import ensure_layer
 from ..gemm import microkernel
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
 from .normalization import channel_affine
 from ..core.pointwise import scale_shift_relu
-from ..core.runs import copy_run, deal_run, zero_run
+from ..core.runs import copy_run, zero_run
 from ..core.floats import narrow, result_buffer, widen
 from ..core.jit import Variants
+from .window import (C, D, DD, DH, DW, H, KD, KH, KW, OD, OH, OW, PD, PH, PW, SD, SH, SW, W,
+    Window, ceil_div, check_float, check_rank, geometry, phase_layout, phase_rows, phase_taps,
+    phase_work, split_phases, tap_of)
 from ..gemm.product import PARALLEL_WORK, Product
 
 EXACT = False
@@ -41,146 +42,10 @@ BIAS = True
 RELU = False
 AFFINE = False
 
-AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 COL_BYTES = 1 << 25         # im2col scratch per chunk of images (at least one image)
-
-# canonical 3-d geometry vector (int64): 1-d and 2-d inputs get leading axes of extent 1
-(_C, _D, _H, _W, _OD, _OH, _OW, _KD, _KH, _KW, _SD, _SH, _SW, _DD, _DH, _DW, _PD, _PH,
- _PW) = range(19)
-GEO_SIZE = 19
-
-
-# ----------------------------------------------------------------------------- geometry
-
-def _ints(node, key):
-    v = node.attr(key)
-    return None if v is None else [int(x) for x in v]
-
-
-class Axes:
-    """Resolved window geometry of one plan: per spatial axis the output extent, leading and
-    trailing pads, kernel extent, stride and dilation."""
-
-    __slots__ = ("out", "begin", "end", "kernel", "strides", "dilations")
-
-    def __init__(self, out, begin, end, kernel, strides, dilations):
-        self.out, self.begin, self.end = out, begin, end
-        self.kernel, self.strides, self.dilations = kernel, strides, dilations
-
-
-class Window:
-    """The kernel_shape, strides, dilations, pads and auto_pad attributes of a sliding-window
-    node, validated at load time; ``resolve`` fits them to an input's spatial extents."""
-
-    def __init__(self, node, need_kernel: bool, dilations: bool = True):
-        self.kernel = _ints(node, "kernel_shape")
-        if need_kernel and self.kernel is None:
-            node.fail("attribute 'kernel_shape' is required")
-        self.strides = _ints(node, "strides")
-        self.dilations = _ints(node, "dilations") if dilations else None
-        self.pads = _ints(node, "pads")
-        auto = node.attr("auto_pad", "NOTSET") or "NOTSET"
-        if auto not in AUTO_PADS:
-            node.fail(f"auto_pad {auto!r} is not one of {', '.join(AUTO_PADS)}")
-        self.auto_pad = auto
-        for key, vals, low in (("kernel_shape", self.kernel, 1), ("strides", self.strides, 1),
-                               ("dilations", self.dilations, 1), ("pads", self.pads, 0)):
-            if vals is not None and any(v < low for v in vals):
-                node.fail(f"{key} {vals} has a value below {low}")
-        if self.pads is not None and len(self.pads) % 2:
-            node.fail(f"pads {self.pads} must have an even length (begins, then ends)")
-
-    def lists(self, fail, r: int, kernel=None):
-        """Kernel, strides, dilations and explicit pads for ``r`` spatial axes."""
-        kernel = self.kernel if kernel is None else list(kernel)
-        if self.kernel is not None and list(self.kernel) != list(kernel):
-            fail(f"kernel_shape {self.kernel} does not match the weights' kernel {list(kernel)}")
-        strides = self.strides or [1] * r
-        dilations = self.dilations or [1] * r
-        pads = self.pads or [0] * (2 * r)
-        for key, vals, n in (("kernel_shape", kernel, r), ("strides", strides, r),
-                             ("dilations", dilations, r), ("pads", pads, 2 * r)):
-            if len(vals) != n:
-                fail(f"{key} {list(vals)} should have {n} values for {r} spatial axes")
-        return list(kernel), list(strides), list(dilations), list(pads)
-
-    def resolve(self, fail, spatial, kernel=None, ceil_mode: bool = False) -> Axes:
-        """Output extents and pads: SAME_* pads so that out = ceil(in / stride) (the odd pad
-        at the end for SAME_UPPER, at the beginning for SAME_LOWER); otherwise
-        out = floor((in + pads - (k - 1) * d - 1) / s) + 1, or ceil with ``ceil_mode``, where a
-        last window starting in the trailing padding is dropped."""
-        r = len(spatial)
-        kernel, strides, dilations, pads = self.lists(fail, r, kernel)
-        out, begin, end = [], [], []
-        for i, n in enumerate(spatial):
-            s, ek = strides[i], (kernel[i] - 1) * dilations[i] + 1
-            if self.auto_pad in ("SAME_UPPER", "SAME_LOWER"):
-                o = -(-n // s)
-                total = max(0, (o - 1) * s + ek - n)
-                pb = total // 2 if self.auto_pad == "SAME_UPPER" else total - total // 2
-                out.append(o)
-                begin.append(pb)
-                end.append(total - pb)
-                continue
-            pb, pe = (0, 0) if self.auto_pad == "VALID" else (pads[i], pads[i + r])
-            span = n + pb + pe - ek
-            if span < 0:
-                fail(f"the kernel extent {ek} (kernel {kernel[i]}, dilation {dilations[i]}) is "
-                     f"larger than the padded input extent {n + pb + pe} on spatial axis {i}")
-            o = (-(-span // s) if ceil_mode else span // s) + 1
-            if ceil_mode and (o - 1) * s >= n + pb:
-                o -= 1
-            out.append(o)
-            begin.append(pb)
-            end.append(pe)
-        return Axes(out, begin, end, kernel, strides, dilations)
-
-
-def spatial_3d(values, fill=1) -> list:
-    """``values`` of 1 to 3 spatial axes as three, the missing leading axes set to ``fill``."""
-    return [fill] * (3 - len(values)) + list(values)
-
-
-def geometry(channels, spatial, ax: Axes) -> np.ndarray:
-    """The canonical 3-d geometry vector of a window operation."""
-    g = np.zeros(GEO_SIZE, dtype=np.int64)
-    g[_C] = channels
-    g[_D:_W + 1] = spatial_3d(spatial)
-    g[_OD:_OW + 1] = spatial_3d(ax.out)
-    g[_KD:_KW + 1] = spatial_3d(ax.kernel)
-    g[_SD:_SW + 1] = spatial_3d(ax.strides)
-    g[_DD:_DW + 1] = spatial_3d(ax.dilations)
-    g[_PD:_PW + 1] = spatial_3d(ax.begin, 0)
-    return g
-
-
-def check_rank(ctx, shape, what="X"):
-    if not 3 <= len(shape) <= 5:
-        ctx.fail(f"{what} of shape {list(shape)} must have 1 to 3 spatial axes "
-                 f"(rank 3 to 5)", ErrorKind.UNSUPPORTED if len(shape) > 5 else
-                 ErrorKind.INVALID_MODEL)
-
-
-def check_float(ctx, i=0):
-    return ctx.check_dtype(i, _dt.FLOATS)
-
-
-
-def ceil_div(a, b):
-    return -(-a // b)
 
 
 # ----------------------------------------------------------------------------- kernels
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def tap_of(r, kd_, kh_, kw_):
-    """Row r of a column matrix as (channel, kd, kh, kw), kernel positions row-major."""
-    kw = r % kw_
-    q = r // kw_
-    kh = q % kh_
-    q = q // kh_
-    return q // kd_, q % kd_, kh, kw
-
 
 def _add_bias(y, src, b, planes, m, p, sc, ow_, wq, sp):
     """y[plane, :] = src's plane + b[plane % m] (BIAS), or src * sc[c] + b[c] (AFFINE, fast
@@ -208,15 +73,15 @@ def _add_bias(y, src, b, planes, m, p, sc, ow_, wq, sp):
 def _im2col_block(x, col, g, rows, p0, p1, xo):
     """col[r * (p1 - p0) + p - p0] = _im2col's col[r, p] for output positions p0 <= p < p1
     of the image whose channel 0 starts at x[xo] (one task's block, sequential)."""
-    d_, h_, w_ = g[_D], g[_H], g[_W]
-    oh_, ow_ = g[_OH], g[_OW]
-    kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
-    sw = g[_SW]
+    d_, h_, w_ = g[D], g[H], g[W]
+    oh_, ow_ = g[OH], g[OW]
+    kd_, kh_, kw_ = g[KD], g[KH], g[KW]
+    sw = g[SW]
     pb = p1 - p0
     for r in range(rows):
         c, kd, kh, kw = tap_of(r, kd_, kh_, kw_)
         xc = xo + c * d_ * h_ * w_
-        w0 = kw * g[_DW] - g[_PW]
+        w0 = kw * g[DW] - g[PW]
         lo = min(ow_, max(0, -(w0 // sw)))
         hi = min(ow_, max(lo, (w_ - 1 - w0) // sw + 1))
         p = p0
@@ -227,8 +92,8 @@ def _im2col_block(x, col, g, rows, p0, p1, xo):
             od = t // oh_
             end = min(p1, p + ow_ - ow)
             o = r * pb + p - p0 - ow        # col index of this output row's ow = 0
-            di = od * g[_SD] - g[_PD] + kd * g[_DD]
-            hi_ = oh * g[_SH] - g[_PH] + kh * g[_DH]
+            di = od * g[SD] - g[PD] + kd * g[DD]
+            hi_ = oh * g[SH] - g[PH] + kh * g[DH]
             if di < 0 or di >= d_ or hi_ < 0 or hi_ >= h_:
                 zero_run(col, o + ow, end - p)
             else:
@@ -247,9 +112,9 @@ def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work):
     block (it stays in cache) and multiplies it by the weights with the micro-kernel (every
     output element one FMA chain over (c, k) ascending). The blocks depend on the shapes
     only, so the bits do not depend on the thread count."""
-    p_ = g[_OD] * g[_OH] * g[_OW]
-    in_size = g[_D] * g[_H] * g[_W]
-    cg = g[_C] // groups
+    p_ = g[OD] * g[OH] * g[OW]
+    in_size = g[D] * g[H] * g[W]
+    cg = g[C] // groups
     nblk = (p_ + pb - 1) // pb
     mblk = (mg + mb - 1) // mb
     per_image = groups * nblk * mblk
@@ -265,108 +130,12 @@ def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work):
         p1 = min(p_, p0 + pb)
         slot = numba.get_thread_id()
         col = cols[slot, :kk * (p1 - p0)]
-        _im2col_block(x, col, g, kk, p0, p1, (img * g[_C] + gi * cg) * in_size)
+        _im2col_block(x, col, g, kk, p0, p1, (img * g[C] + gi * cg) * in_size)
         ap, bp, cb = microkernel.carve(work[slot], rows, p1 - p0, kk)
         microkernel.tile_product_fast(w, (gi * mg + m0) * kk, kk, 1, col, 0, p1 - p0, 1, y,
                                       (img * groups * mg + gi * mg + m0) * p_ + p0, p_, rows,
                                       p1 - p0, kk, ap, bp, cb, False, microkernel.NO_TABLE,
                                       (y, 0, 0, 0))
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def phase_layout(g):
-    """The stride-phase layout of a padded plane (see split_phases): the padded depth the
-    windows reach, a phase's rows and columns, the phase count, and n = the span of the
-    output plane on a grid a phase's width wide."""
-    dp = (g[_OD] - 1) * g[_SD] + (g[_KD] - 1) * g[_DD] + 1
-    hq = g[_OH] + (g[_KH] - 1) * g[_DH] // g[_SH]
-    wq = g[_OW] + (g[_KW] - 1) * g[_DW] // g[_SW]
-    return dp, hq, wq, g[_SH] * g[_SW], (g[_OH] - 1) * wq + g[_OW]
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def phase_taps(g):
-    """Where each window tap (kd, kh, kw), in row-major order, starts in split_phases'
-    buffer for output (od, oh, ow) = (0, 0, 0); output (od, oh, ow) adds
-    od * sd * nph * hq * wq + oh * wq + ow."""
-    dp, hq, wq, nph, n = phase_layout(g)
-    kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
-    sh, sw = g[_SH], g[_SW]
-    out = np.empty(kd_ * kh_ * kw_, dtype=np.int64)
-    for kd in range(kd_):
-        for kh in range(kh_):
-            rh, qh = (kh * g[_DH]) % sh, (kh * g[_DH]) // sh
-            for kw in range(kw_):
-                rw, qw = (kw * g[_DW]) % sw, (kw * g[_DW]) // sw
-                out[(kd * kh_ + kh) * kw_ + kw] = \
-                    ((kd * g[_DD] * nph + rh * sw + rw) * hq + qh) * wq + qw
-    return out
-
-
-def phase_work(g) -> int:
-    """Elements of per-thread scratch a plane needs: its phases, then the output grid."""
-    dp, hq, wq, nph, n = phase_layout(g)
-    return int(dp * nph * hq * wq + n)
-
-
-def phase_rows(g, pstride=None) -> np.ndarray:
-    """How split_phases copies one plane, made once per plan: rows (dst, src, n, step, dst2),
-    n input elements from src, step apart, to dst onward, or with step 0 the n elements
-    from src on dealt alternately to dst and dst2 onward (runs.deal_run: a stride-2 row's
-    two phases in one pass, where they interleave exactly). Phase (rh, rw) of padded depth dpi
-    holds padded rows i * sh + rh and columns k * sw + rw (the rest is padding), and starts
-    at (dpi * nph + rh * sw + rw) * pstride: hq * wq for one plane's buffer, more where the
-    buffers of several planes are interleaved phase by phase."""
-    d_, h_, w_ = (int(v) for v in g[_D:_W + 1])
-    sh, sw = int(g[_SH]), int(g[_SW])
-    pd, ph, pw = (int(v) for v in g[_PD:_PW + 1])
-    dp, hq, wq, nph, _ = (int(v) for v in phase_layout(g))
-    pstride = hq * wq if pstride is None else pstride
-    rows = []
-    for dpi in range(dp):
-        di = dpi - pd
-        if not 0 <= di < d_:
-            continue
-        for rh in range(sh):
-            for i in range(hq):
-                hi_ = i * sh + rh - ph
-                if not 0 <= hi_ < h_:
-                    continue
-                runs = []
-                for rw in range(sw):
-                    # columns k with 0 <= k * sw + rw - pw < w_
-                    c0 = min(wq, max(0, -((rw - pw) // sw)))
-                    c1 = min(wq, max(c0, (w_ - 1 - rw + pw) // sw + 1))
-                    if c1 > c0:
-                        runs.append([(dpi * nph + rh * sw + rw) * pstride + i * wq + c0,
-                                     (di * h_ + hi_) * w_ + c0 * sw + rw - pw, c1 - c0, sw, 0])
-                if sw == 2 and len(runs) == 2:
-                    a, b = sorted(runs, key=lambda run: run[1])
-                    if b[1] == a[1] + 1 and a[2] - b[2] in (0, 1):
-                        runs = [[a[0], a[1], a[2] + b[2], 0, b[0]]]
-                rows.extend(runs)
-    return np.array(rows, dtype=np.int64).reshape(-1, 5)
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def copy_phases(xp, base, x, xo, rows):
-    """The copies of phase_rows: the plane at x[xo] into the buffer at xp[base]."""
-    for r in range(rows.shape[0]):
-        if rows[r, 3] == 0:
-            deal_run(xp, base + rows[r, 0], base + rows[r, 4], x, xo + rows[r, 1], rows[r, 2])
-        else:
-            copy_run(xp, base + rows[r, 0], x, xo + rows[r, 1], rows[r, 2], rows[r, 3])
-
-
-@njit(cache=True, nogil=True, error_model="numpy")
-def split_phases(xp, x, xo, rows, size, pad):
-    """xp[:size] = the plane at x[xo] split by stride phase (phase_rows(g) made ``rows``),
-    ``pad`` outside the input, so that window tap (kd, kh, kw) of output (od, oh, ow) is
-    xp[((od * sd + kd * dd) * nph + phase) * hq * wq + (oh + qh) * wq + ow + qw] with phase
-    ((kh * dh) % sh, (kw * dw) % sw) and (qh, qw) = ((kh * dh) // sh, (kw * dw) // sw)."""
-    for q in range(np.uint64(size)):
-        xp[q] = pad
-    copy_phases(xp, 0, x, xo, rows)
 
 
 def _depthwise(x, w, y, g, planes, mg, kk, rows, work):
@@ -379,11 +148,11 @@ def _depthwise(x, w, y, g, planes, mg, kk, rows, work):
     tap is one unit-stride pass over the whole output plane (output (oh, ow) at oh * wq + ow;
     the columns past ow_ are dropped), with unsigned indices (see runs.py): passes that
     vectorise. ``work``: per-thread scratch rows of phase_work elements."""
-    od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
+    od_, oh_, ow_ = g[OD], g[OH], g[OW]
     dp, hq, wq, nph, n = phase_layout(g)
     size = dp * nph * hq * wq
     taps = phase_taps(g)
-    m_all = g[_C] * mg
+    m_all = g[C] * mg
     p_ = od_ * oh_ * ow_
     for t in prange(planes):
         tt = np.int64(t)
@@ -393,10 +162,10 @@ def _depthwise(x, w, y, g, planes, mg, kk, rows, work):
         row = work[numba.get_thread_id()]
         xp = row[:size]
         acc = row[size:size + n]
-        split_phases(xp, x, (img * g[_C] + m // mg) * g[_D] * g[_H] * g[_W], rows, size, 0)
+        split_phases(xp, x, (img * g[C] + m // mg) * g[D] * g[H] * g[W], rows, size, 0)
         for od in range(od_):
             zero_run(acc, 0, n)
-            d0 = od * g[_SD] * nph * hq * wq
+            d0 = od * g[SD] * nph * hq * wq
             if kk == 9:
                 # 3 x 3 windows: the nine steps of an element in registers, one pass
                 z = acc[0]
@@ -434,7 +203,7 @@ def _depthwise(x, w, y, g, planes, mg, kk, rows, work):
 
 def _split_planes(x, xp, g, planes, ps, rows):
     """xp[t * ps:(t + 1) * ps] = input plane t split by stride phase (split_phases)."""
-    ip = g[_D] * g[_H] * g[_W]
+    ip = g[D] * g[H] * g[W]
     for t in prange(planes):
         tt = np.int64(t)
         split_phases(xp[tt * ps:(tt + 1) * ps], x, tt * ip, rows, ps, 0)
@@ -444,7 +213,7 @@ def _im2col(xp, col, g, rows, ps, taps):
     """col[r, p] = the input element that kernel tap r = (image, channel, kd, kh, kw) reads
     at output position p = (od, oh, ow), or 0 in the padding, from the planes _split_planes
     made (ps elements each): there every output row of a tap is one contiguous run."""
-    od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
+    od_, oh_, ow_ = g[OD], g[OH], g[OW]
     dp, hq, wq, nph, n = phase_layout(g)
     kt = taps.size
     p_ = od_ * oh_ * ow_
@@ -455,7 +224,7 @@ def _im2col(xp, col, g, rows, ps, taps):
         for od in range(od_):
             for oh in range(oh_):
                 copy_run(col, rr * p_ + (od * oh_ + oh) * ow_, xp,
-                         base + (od * g[_SD] * nph * hq + oh) * wq, ow_, 1)
+                         base + (od * g[SD] * nph * hq + oh) * wq, ow_, 1)
 
 
 DEPTHWISE = Variants(_depthwise, "conv_depthwise", parallel=True, MK=microkernel.SOURCE_TAG,
@@ -521,7 +290,7 @@ def _finish(exact, p, y, b, images, grid=None):
         return
     src, ow_, wq, sp = y, p.out_size, p.out_size, 0
     if grid is not None:
-        src, ow_, wq, sp = grid, int(p.geo[_OW]), int(phase_layout(p.geo)[2]), p.grid
+        src, ow_, wq, sp = grid, int(p.geo[OW]), int(phase_layout(p.geo)[2]), p.grid
     elif b is None and not p.relu and p.affine is None:
         return
     big = y.size >= PARALLEL_MIN
@@ -649,7 +418,7 @@ class Conv(GroupedConv):
         elif not ctx.exact and not p.direct and p.gemm.tiles is not None and p.gemm.tiles.own \
                 and p.col_size * p.wdt.itemsize > WHOLE_COL_BYTES and n * m > 0:
             p.tiles = _tile_plan(n, g, mg, cg * k, out_size, p.wdt.itemsize)
-        elif IMPLICIT and not p.direct and p.geo[_OD] == 1 and n * m > 0:
+        elif IMPLICIT and not p.direct and p.geo[OD] == 1 and n * m > 0:
             _implicit(p, g, k, ctx.exact)
         ctx.prepared = p
 
@@ -662,7 +431,7 @@ class Conv(GroupedConv):
         g = self.group
         if p.depthwise is not None:
             work = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, p.phases[2]))
-            p.depthwise(x, w, y, p.geo, p.n * p.m, p.m // g, math.prod(p.geo[_KD:_KW + 1]),
+            p.depthwise(x, w, y, p.geo, p.n * p.m, p.m // g, math.prod(p.geo[KD:KW + 1]),
                         p.phases[3], work)
             _finish(ctx.exact, p, y, b, p.n)
             narrow(ctx.flat_out[0], y)

@@ -24,7 +24,8 @@ from numba import prange
 
 from ..core.base import InferContext, RunContext
 from ..core.broadcast import PARALLEL_MIN
-from .conv import _D, _DD, _DH, _DW, _H, _KD, _KH, _KW, _OD, _OH, _OW, _PD, _PH, _PW, _SD, _SH, _SW, _W, Axes, ConvPlan, GroupedConv, check_float, check_rank, geometry, image_chunk
+from .conv import ConvPlan, GroupedConv, image_chunk
+from .window import D, DD, DH, DW, H, KD, KH, KW, OD, OH, OW, PD, PH, PW, SD, SH, SW, W, Axes, check_float, check_rank, geometry
 from ..gemm.product import Product
 from ..core.base import scratch
 from ..core.floats import narrow, result_buffer, widen
@@ -36,10 +37,10 @@ EXACT = False
 def _col2im(col, y, b, g, planes, m, has_b):
     """Plane t = (image, channel) of y: zeros, plus col[(t, k), i] at o = i * s + k * d - p
     for each kernel position k ascending, plus the bias."""
-    id_, ih_, iw_ = g[_D], g[_H], g[_W]
-    od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
-    kd_, kh_, kw_ = g[_KD], g[_KH], g[_KW]
-    sw = g[_SW]
+    id_, ih_, iw_ = g[D], g[H], g[W]
+    od_, oh_, ow_ = g[OD], g[OH], g[OW]
+    kd_, kh_, kw_ = g[KD], g[KH], g[KW]
+    sw = g[SW]
     ip = id_ * ih_ * iw_
     op = od_ * oh_ * ow_
     for t in prange(planes):
@@ -50,15 +51,15 @@ def _col2im(col, y, b, g, planes, m, has_b):
             for kh in range(kh_):
                 for kw in range(kw_):
                     src0 = (((t * kd_ + kd) * kh_ + kh) * kw_ + kw) * ip
-                    w0 = kw * g[_DW] - g[_PW]
+                    w0 = kw * g[DW] - g[PW]
                     lo = min(iw_, max(0, -(w0 // sw)))
                     hi = min(iw_, max(lo, (ow_ - 1 - w0) // sw + 1))
                     for di in range(id_):
-                        od = di * g[_SD] + kd * g[_DD] - g[_PD]
+                        od = di * g[SD] + kd * g[DD] - g[PD]
                         if od < 0 or od >= od_:
                             continue
                         for hi_ in range(ih_):
-                            oh = hi_ * g[_SH] + kh * g[_DH] - g[_PH]
+                            oh = hi_ * g[SH] + kh * g[DH] - g[PH]
                             if oh < 0 or oh >= oh_:
                                 continue
                             s0 = src0 + (di * ih_ + hi_) * iw_

@@ -21,7 +21,8 @@ from numba import njit, prange
 from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import PARALLEL_MIN
-from .conv import _C, _DH, _DW, _H, _KH, _KW, _OH, _OW, _PH, _PW, _SH, _SW, _W, ADD_BIAS, Window, check_float, geometry, image_chunk
+from .conv import ADD_BIAS, image_chunk
+from .window import C, DH, DW, H, KH, KW, OH, OW, PH, PW, SH, SW, W, Window, check_float, geometry
 from ..gemm.product import Product
 from ..core.base import scratch
 from ..core.floats import narrow, result_buffer, widen
@@ -60,9 +61,9 @@ def _bilinear(x, base, h_, w_, py, px):
 
 def _deform_im2col(x, off, mask, col, g, per_group, groups, rows, has_mask):
     """col[(image, c, kh, kw), (oh, ow)] = mask * X~ at the moved tap."""
-    c_, h_, w_ = g[_C], g[_H], g[_W]
-    kh_, kw_ = g[_KH], g[_KW]
-    oh_, ow_ = g[_OH], g[_OW]
+    c_, h_, w_ = g[C], g[H], g[W]
+    kh_, kw_ = g[KH], g[KW]
+    oh_, ow_ = g[OH], g[OW]
     k_ = kh_ * kw_
     p_ = oh_ * ow_
     for r in prange(rows):
@@ -79,8 +80,8 @@ def _deform_im2col(x, off, mask, col, g, per_group, groups, rows, has_mask):
         for oh in range(oh_):
             for ow in range(ow_):
                 p = oh * ow_ + ow
-                py = oh * g[_SH] - g[_PH] + kh * g[_DH] + np.float64(off[ob + p])
-                px = ow * g[_SW] - g[_PW] + kw * g[_DW] + np.float64(off[ob + p_ + p])
+                py = oh * g[SH] - g[PH] + kh * g[DH] + np.float64(off[ob + p])
+                px = ow * g[SW] - g[PW] + kw * g[DW] + np.float64(off[ob + p_ + p])
                 v = _bilinear(x, xo, h_, w_, py, px)
                 if has_mask:
                     v = v * mask[mb + p]

@@ -32,11 +32,12 @@ from ...errors import ErrorKind
 from ...threads import ensure_layer
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
-from .conv import _D, _DD, _DH, _DW, _H, _OD, _OH, _OW, _PD, _PH, _PW, _SD, _SH, _SW, _W, Axes, Window, check_rank, copy_phases, geometry, phase_layout, phase_rows, phase_taps
+
+from .window import D, DD, DH, DW, H, OD, OH, OW, PD, PH, PW, SD, SH, SW, W, Axes, Window, check_rank, copy_phases, geometry, phase_layout, phase_rows, phase_taps
 from ..core.floats import narrow, result_buffer, widen
 from ..core.runs import copy_run
 from ..core.jit import Variants
-from ..tensor.layout import _word
+from ..core.words import numeric_word
 
 EXACT = False
 KIND = 0
@@ -49,9 +50,9 @@ _ID, _IH, _IW, _HAS_IND, _CIP = range(5)
 def _pool(x, y, ind, g, lim, aux, planes, zero, p):
     """lim holds per axis and output position (k0, k1, n): the window taps k0..k1-1 inside
     the input, and the number of taps inside the padded input (count_include_pad)."""
-    d_, h_, w_ = g[_D], g[_H], g[_W]
-    od_, oh_, ow_ = g[_OD], g[_OH], g[_OW]
-    dd, dh, dw = g[_DD], g[_DH], g[_DW]
+    d_, h_, w_ = g[D], g[H], g[W]
+    od_, oh_, ow_ = g[OD], g[OH], g[OW]
+    dd, dh, dw = g[DD], g[DH], g[DW]
     lh = 3 * od_
     lw = 3 * (od_ + oh_)
     sid, sih, siw = aux[_ID], aux[_IH], aux[_IW]
@@ -60,13 +61,13 @@ def _pool(x, y, ind, g, lim, aux, planes, zero, p):
         xo = t * ip
         yo = t * od_ * oh_ * ow_
         for od in range(od_):
-            d0 = od * g[_SD] - g[_PD]
+            d0 = od * g[SD] - g[PD]
             kd0, kd1, nd = lim[3 * od], lim[3 * od + 1], lim[3 * od + 2]
             for oh in range(oh_):
-                h0 = oh * g[_SH] - g[_PH]
+                h0 = oh * g[SH] - g[PH]
                 kh0, kh1, nh = lim[lh + 3 * oh], lim[lh + 3 * oh + 1], lim[lh + 3 * oh + 2]
                 for ow in range(ow_):
-                    w0 = ow * g[_SW] - g[_PW]
+                    w0 = ow * g[SW] - g[PW]
                     kw0, kw1 = lim[lw + 3 * ow], lim[lw + 3 * ow + 1]
                     o = yo + (od * oh_ + oh) * ow_ + ow
                     if KIND == MAX:
@@ -167,11 +168,11 @@ def _pool_plane(x, y, g, planes, group, rows, taps, count, lowest, pad, work):
     max is then a plain compare-and-select. Average divides by ``count`` (per grid position,
     the taps _pool counts). The groups depend on the shapes only; ``work``: per-thread
     scratch rows of pool_work elements."""
-    oh_, ow_ = g[_OH], g[_OW]
+    oh_, ow_ = g[OH], g[OW]
     dp, hq, wq, nph, n = phase_layout(g)
     pq = hq * wq
     size = nph * group * pq
-    ip = g[_H] * g[_W]
+    ip = g[H] * g[W]
     tasks = (planes + group - 1) // group
     for t in prange(tasks):
         t0 = np.int64(t) * group
@@ -221,7 +222,7 @@ def _plane_plan(geo, lim, planes, count_include_pad, dtype):
     group = max(1, min(planes, GROUP_ELEMENTS // max(1, nph * pq)))
     t = phase_taps(geo)
     taps = t // pq * (group * pq) + t % pq
-    oh_, ow_ = int(geo[_OH]), int(geo[_OW])
+    oh_, ow_ = int(geo[OH]), int(geo[OW])
     lim = lim.reshape(-1, 3)[1:]            # (the one output depth's row first)
     rows_h, cols_w = lim[:oh_], lim[oh_:oh_ + ow_]
     pick = 2 if count_include_pad else None
@@ -466,5 +467,5 @@ class MaxUnpool(OpKernel):
         if ind.size and (ind.min() < 0 or ind.max() >= size):
             ctx.node.fail(f"an index is outside [0, {size}) (the unpooled shape "
                           f"{dims.tolist()})", ErrorKind.INVALID_INPUT)
-        word = _word(x.dtype)
+        word = numeric_word(x.dtype)
         _UNPOOL.get(False)(x.view(word), ind, ctx.flat_out[0].view(word), inner, dims, ydims)

@@ -45,7 +45,7 @@ from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import PARALLEL_MIN
 from ..core.base import scratch
 from ..core.jit import Variants
-from ..tensor.layout import _word
+from ..core.words import numeric_word
 from ..tensor.views import unique_axes
 
 EXACT = False
@@ -390,7 +390,7 @@ class Resize(OpKernel):
             return
         if p.gather is not None:
             tab, starts, oshape, rows, fn, picks = p.gather
-            word = _word(x.dtype)
+            word = numeric_word(x.dtype)
             if word is None:            # strings, complex128: numpy moves them
                 y[...] = x[np.ix_(*picks)]
             else:
@@ -420,7 +420,7 @@ class Resize(OpKernel):
     @staticmethod
     def _extrapolate(y, p):
         for outer, n, inner, rows in p.fills:
-            word = _word(y.dtype)
+            word = numeric_word(y.dtype)
             if word is None:
                 y.reshape(outer, n, inner)[:, rows, :] = p.fill_value.item()
                 continue

@@ -40,7 +40,7 @@ from ..core.broadcast import PARALLEL_MIN, broadcast_shape
 from ..gemm.product import Product, batch_offsets
 from ..core.floats import BF16, F16, F32, F64, FLOAT8, optional_dtype, round_to, widen
 from ..core.jit import Variants
-from ..nn.conv import Window
+from ..nn.window import Window
 
 EXACT = False
 

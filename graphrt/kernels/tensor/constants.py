@@ -1,6 +1,8 @@
 """Constant and Shape: nodes whose output is a constant of the plan (never scheduled)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..core.base import InferContext, OpKernel
@@ -61,3 +63,12 @@ class Shape(OpKernel):
         # Python slicing clamps exactly as ONNX specifies.
         dims = list(ctx.shape(0))[self.start:self.end]
         ctx.set_constant_output(0, np.array(dims, dtype=np.int64).reshape(-1))
+
+
+class Size(OpKernel):
+    """y = the input's element count as an int64 scalar (a constant of the plan)."""
+
+    supports_exact = True
+
+    def infer(self, ctx: InferContext) -> None:
+        ctx.set_constant_output(0, np.array(math.prod(ctx.shape(0)), np.int64))

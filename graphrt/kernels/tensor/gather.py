@@ -18,27 +18,16 @@ import numpy as np
 from numba import njit, prange
 from numpy.lib.stride_tricks import as_strided
 
-from ... import dtypes as _dt
 from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import BLOCK, PARALLEL_MIN, Walk, row_offset
 from ..core.jit import Variants
-from .layout import _GATHER, _word
+from ..core.words import word_of
+from .layout import STRIDED_GATHER
 
 EXACT = False
 
 INDEX_TYPES = frozenset(np.dtype(t) for t in (np.int32, np.int64))
-
-
-def word_of(dtype):
-    """The unsigned type elements of ``dtype`` are moved as: layout's choice, extended to
-    the ml_dtypes types (bfloat16, float8, int4...), which are only moved here, never
-    computed with. None: numpy moves them (strings, complex128)."""
-    dtype = np.dtype(dtype)
-    word = _word(dtype)
-    if word is None and dtype in _dt.EXOTIC:
-        word = np.dtype(f"u{dtype.itemsize}")
-    return word
 
 
 def check_range(node, idx: np.ndarray, n: int, what: str = "index", where: str = "") -> None:
@@ -110,7 +99,7 @@ class Window:
         # Walk's axis merging expects unit axes to be gone (see layout.Transpose)
         kept = [d for d in range(len(shape)) if shape[d] != 1]
         self.walk = Walk([shape[d] for d in kept], [[strides[d] for d in kept]])
-        self.fn = _GATHER.get(False, self.walk.parallel)
+        self.fn = STRIDED_GATHER.get(False, self.walk.parallel)
 
     def __call__(self, x: np.ndarray, out: np.ndarray) -> None:
         """``x`` and ``out`` are 1-D (RunContext.flat_in / flat_out)."""
@@ -228,7 +217,7 @@ def _gather_elements(x, idx, out, shape, sx, n, step, tasks):
             out[row * inner + j] = x[base + j * si + k * step]
 
 
-_GATHER_ELEMENTS = Variants(_gather_elements, "gather_elements", parallel=True)
+STRIDED_GATHER_ELEMENTS = Variants(_gather_elements, "gather_elements", parallel=True)
 
 
 class GatherElements(_AlongAxis):
@@ -239,7 +228,7 @@ class GatherElements(_AlongAxis):
         axis, wshape, sx, step, rows = elements_layout(ctx, self.axis, shape, ishape, "indices")
         ctx.set_output(0, dt, ishape)
         size = math.prod(ishape)
-        fn = _GATHER_ELEMENTS.get(False, size >= PARALLEL_MIN and rows > 1)
+        fn = STRIDED_GATHER_ELEMENTS.get(False, size >= PARALLEL_MIN and rows > 1)
         ctx.prepared = (word_of(dt), shape[axis], axis, wshape, sx, step, rows if size else 0, fn)
 
     def run(self, ctx: RunContext) -> None:
@@ -301,7 +290,7 @@ def _gather_nd(x, idx, out, lim, xs, k, per_batch, batch_stride, inner, tasks):
             dst[e] = src[e]
 
 
-_GATHER_ND = Variants(_gather_nd, "gather_nd", parallel=True)
+STRIDED_GATHER_ND = Variants(_gather_nd, "gather_nd", parallel=True)
 
 
 class GatherND(OpKernel):
@@ -320,7 +309,7 @@ class GatherND(OpKernel):
         k, lim, xs, batch, per_batch, bstride, inner = nd_layout(ctx, shape, ishape, b)
         ctx.set_output(0, dt, ishape[:-1] + shape[self.batch_dims + k:])
         tasks = batch * per_batch if inner else 0
-        fn = _GATHER_ND.get(False, tasks * inner >= PARALLEL_MIN and tasks > 1)
+        fn = STRIDED_GATHER_ND.get(False, tasks * inner >= PARALLEL_MIN and tasks > 1)
         ctx.prepared = (word_of(dt), k, lim, xs, per_batch, bstride, inner, tasks, fn)
 
     def run(self, ctx: RunContext) -> None:

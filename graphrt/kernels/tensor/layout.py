@@ -15,18 +15,9 @@ from numba import prange
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import BLOCK, PARALLEL_MIN, Walk
 from ..core.jit import Variants
+from ..core.words import numeric_word
 
 EXACT = False
-
-_WORD = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
-         8: np.dtype(np.uint64)}
-
-
-def _word(dtype):
-    """The unsigned type the kernels move ``dtype`` as, or None (numpy moves it)."""
-    dtype = np.dtype(dtype)
-    return _WORD.get(dtype.itemsize) if dtype.kind in "biuf" or dtype.kind == "c" else None
-
 
 def _gather(x, out, shape, sx, block, tasks):
     """out (C order over ``shape``) [i] = x[offset of i along strides ``sx``]."""
@@ -69,7 +60,7 @@ def _place(src, dst, chunk, row, offset, block, tasks):
 
 
 # Moving bits is the same in both modes: only the fast variants are ever compiled.
-_GATHER = Variants(_gather, "transpose", parallel=True)
+STRIDED_GATHER = Variants(_gather, "transpose", parallel=True)
 _PLACE = Variants(_place, "concat", parallel=True)
 
 
@@ -91,7 +82,7 @@ class Transpose(OpKernel):
             ctx.fail(f"perm {perm} is not a permutation of the {r} axes of {list(shape)}")
         out_shape = [shape[p] for p in perm]
         ctx.set_output(0, dt, out_shape)
-        word = _word(dt)
+        word = numeric_word(dt)
         if word is None:
             ctx.prepared = (None, perm)
             return
@@ -104,7 +95,7 @@ class Transpose(OpKernel):
         # axes and expects a unit axis to have stride 0, which a permuted stride is not.
         kept = [d for d in range(r) if out_shape[d] != 1]
         walk = Walk([out_shape[d] for d in kept], [[strides[perm[d]] for d in kept]])
-        ctx.prepared = (word, (walk, _GATHER.get(False, walk.parallel)))
+        ctx.prepared = (word, (walk, STRIDED_GATHER.get(False, walk.parallel)))
 
     def run(self, ctx: RunContext) -> None:
         word, data = ctx.prepared
@@ -149,7 +140,7 @@ class Concat(OpKernel):
         ctx.set_output(0, dt, out_shape)
         outer = math.prod(out_shape[:axis])
         row = math.prod(out_shape[axis:])
-        word = _word(dt)
+        word = numeric_word(dt)
         parallel = outer * row >= PARALLEL_MIN
         parts = []
         offset = 0

@@ -22,8 +22,8 @@ from ...errors import ErrorKind
 from ..elementwise.arithmetic import _add, _mul
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import put, row_offset
-from .gather import (along, check_range, check_tuples, data_and_indices, elements_layout,
-                     nd_layout, nd_offset, normalize_axis, word_of)
+from .gather import along, check_range, check_tuples, data_and_indices, elements_layout, nd_layout, nd_offset, normalize_axis
+from ..core.words import word_of
 from ..core.jit import Variants
 from ..elementwise.variadic import maximum, minimum
 

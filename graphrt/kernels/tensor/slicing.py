@@ -16,7 +16,8 @@ from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import PARALLEL_MIN
 from .expand import AxisMaps, pad_map, zero_of
-from .gather import Take, Window, c_strides, normalize_axis, word_of
+from .gather import Take, Window, c_strides, normalize_axis
+from ..core.words import word_of
 from ..core.jit import Variants
 from .views import unique_axes
 

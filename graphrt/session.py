@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Mapping
 
 import numpy as np
@@ -18,11 +17,9 @@ from .kernels.table import DEFAULT, OperatorTable
 from .options import CancelToken, SessionOptions
 from .passes.export import to_onnx
 from .passes.table import run_passes
-from .plan.build import CONST, STATIC, checked_mode
+from .plan.build import checked_mode
 from .plan.cache import PlanCache
-from .plan import jitsched
-from .plan.execute import execute, release_dynamic
-from .subgraph import Body, signature as _signature
+from .subgraph import Body
 
 
 class Session:
@@ -68,11 +65,7 @@ class Session:
         """Wait until no cached plan is still compiling its jitted schedule (a plan starts on
         its second run, in the background; docs/architecture.md). True when none is left
         compiling, False when ``timeout`` seconds passed first."""
-        end = None if timeout is None else time.monotonic() + timeout
-        for _key, entry in self._plans._entries:
-            if not jitsched.wait(entry.plan, None if end is None else end - time.monotonic()):
-                return False
-        return True
+        return self._plans.wait_for_schedules(timeout)
 
     # -- running -----------------------------------------------------------------------
     def run(self, output_names=None, feeds: Mapping | None = None, *, out: Mapping | None = None,
@@ -135,29 +128,9 @@ class Session:
         return result.shape
 
     def _run(self, graph, arrays, cancel, deliver, precheck, keep=(), profile=None):
-        cancel = cancel if cancel is not None else self._cancel
-        entry = self._plans.acquire(_signature(arrays), keep)
-        try:
-            plan = entry.plan
-            precheck(plan)
-            state = entry.take()
-            get_threads, set_threads = _THREAD_CALLS or _thread_calls()
-            before = get_threads()
-            if before != self._threads:
-                set_threads(self._threads)
-            sink = None if profile is None else profile.begin(plan)
-            try:
-                execute(plan, state, arrays, cancel, self._poison, sink)
-                if sink is not None:
-                    sink.close(state.values)
-                return deliver(plan, state.values)
-            finally:
-                if before != self._threads:
-                    set_threads(before)
-                release_dynamic(plan, state)
-                entry.give(state)
-        finally:
-            entry.release()
+        return self._plans.run(arrays, deliver, keep=keep, precheck=precheck, profile=profile,
+                               cancel=cancel if cancel is not None else self._cancel,
+                               threads=self._threads)
 
     def _live_graph(self) -> CompiledGraph:
         graph = self._graph
@@ -184,10 +157,10 @@ class Session:
     @staticmethod
     def _check_out(plan, vid: int, name: str, buf, span: bool) -> None:
         """Before anything runs: a caller's buffer for a statically shaped output."""
-        f = plan.facts[vid]
-        if buf is None or f.kind not in (CONST, STATIC):
+        known = plan.static_type(vid)
+        if buf is None or known is None:
             return
-        _check_buffer(buf, name, f.dtype, f.shape, span)
+        _check_buffer(buf, name, *known, span)
 
     @staticmethod
     def _deliver(plan, values, vid: int, name: str, buf, span: bool):
@@ -303,11 +276,3 @@ def _check_buffer(buf, name: str, dtype, shape, span: bool) -> None:
                            f"the buffer for output {name!r} has shape {list(buf.shape)}, the output "
                            f"has shape {list(shape)}")
 
-
-_THREAD_CALLS: tuple = ()
-
-
-def _thread_calls() -> tuple:
-    global _THREAD_CALLS
-    _THREAD_CALLS = threads.thread_count_calls()
-    return _THREAD_CALLS

@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import packed
 from .errors import ErrorKind, SessionError
 from .graph import CompiledGraph
 from .plan.build import checked_mode
 from .plan.cache import PlanCache
-from .plan.execute import execute, release_dynamic
 
 BODY_PLANS = 16
 
@@ -23,7 +21,6 @@ class Body:
     def __init__(self, graph: CompiledGraph):
         self.graph = graph
         self._plans = PlanCache(graph, BODY_PLANS, checked_mode())
-        self._poison = self._plans.poison
 
     @property
     def output_infos(self):
@@ -38,19 +35,6 @@ class Body:
             raise SessionError(ErrorKind.INVALID_MODEL,
                                f"a body takes {len(self.graph.inputs)} inputs, got {len(inputs)}")
         arrays = [x if x.flags.c_contiguous else x.copy() for x in map(np.asarray, inputs)]
-        entry = self._plans.acquire(signature(arrays))
-        try:
-            state = entry.take()
-            try:
-                execute(entry.plan, state, arrays, cancel, self._poison)
-                return [np.array(state.values[v], copy=True) for v in self.graph.output_ids]
-            finally:
-                release_dynamic(entry.plan, state)
-                entry.give(state)
-        finally:
-            entry.release()
-
-
-def signature(arrays) -> tuple:
-    """The plan key of a list of inputs: packed values are keyed by kind, not by size."""
-    return tuple((a.dtype, None if packed.is_packed(a) else a.shape) for a in arrays)
+        out_ids = self.graph.output_ids
+        return self._plans.run(arrays, lambda plan, values: [
+            np.array(values[v], copy=True) for v in out_ids], cancel=cancel)

@@ -65,9 +65,18 @@ class ExecutionPlan:
         self.freed_after = freed_after
         self.in_place = in_place
         self.runs = 0                   # step-by-step runs so far (the second compiles jit)
-        self.jit = None                 # the jitted schedule (jitsched), once compiled
+        # the jitted schedule (plan/jitsched.py): the thread compiling it, once started,
+        # then the Schedule (None when nothing was worth compiling) or why it failed
+        self.jit_thread = None
+        self.jit = None
+        self.jit_error: str | None = None
         self.dynamic_ids = [o for st in steps if st.dynamic for o in st.node.outputs if o >= 0]
         self.dynamic_ids += [v for v in graph.input_ids if facts[v].kind == DYNAMIC]
+
+    def static_type(self, vid: int):
+        """(dtype, shape) of a value this plan knows before running, else None."""
+        f = self.facts[vid]
+        return (f.dtype, f.shape) if f.kind in (CONST, STATIC) else None
 
 
 def build_plan(graph: CompiledGraph, signature: tuple, early_free: str | None = None,
@@ -86,59 +95,12 @@ def build_plan(graph: CompiledGraph, signature: tuple, early_free: str | None = 
 
     steps: list[Step] = []
     for node in graph.nodes:
-        ins = [facts[i] if i >= 0 else None for i in node.inputs]
-        kernel = node.kernel
-        dynamic = kernel.outputs_data_dependent or any(f is not None and f.kind == DYNAMIC for f in ins)
-        ctx = None
-        if not dynamic:
-            ctx = InferContext(node.info, exact, [f.dtype if f else None for f in ins],
-                               [f.shape if f else None for f in ins],
-                               [f.value if f else None for f in ins], len(node.outputs))
-            infer_kernel(node, ctx)
-            dynamic = ctx.needs_values
-        if dynamic:
-            for o in node.outputs:
-                if o >= 0:
-                    facts[o] = Fact(DYNAMIC)
-            steps.append(Step(node, dynamic=True))
-            continue
-        _check_stated(node, ctx)
-        if any(c is not None for c in ctx.constants):
-            if not all(c is not None for c, o in zip(ctx.constants, node.outputs) if o >= 0):
-                node.info.fail("states some outputs constant and some not")
-            for o, c in zip(node.outputs, ctx.constants):
-                if o >= 0:
-                    facts[o] = Fact(CONST, c.dtype, c.shape, c)
-            continue
-        outs = [Fact(STATIC, d, s) if o >= 0 else Fact(STATIC, np.dtype(np.uint8), (0,))
-                for o, d, s in zip(node.outputs, ctx.out_dtypes, ctx.out_shapes)]
-        for f in outs:
-            if f.nbytes > MAX_SLAB:
-                raise SessionError(ErrorKind.UNSUPPORTED,
-                                   f"{node.info.op_type}: an output of shape {list(f.shape)} needs "
-                                   f"{f.nbytes} bytes, more than the 2 GiB limit", node.info.name)
-        if kernel.view_of_input:
-            src = ins[0]
-            if outs[0].nbytes != src.nbytes or outs[0].dtype != src.dtype:
-                node.info.fail("a view must keep the element type and the size")
-            if src.kind == CONST:
-                outs[0] = Fact(CONST, src.dtype, outs[0].shape, src.value.reshape(outs[0].shape))
-                facts[node.outputs[0]] = outs[0]
-            else:
-                facts[node.outputs[0]] = outs[0]
-                steps.append(Step(node, dynamic=False, view=True))
-            continue
-        present = [f for f in ins if f is not None]
-        if present and kernel.constant_foldable and all(f.kind == CONST for f in present):
-            if worth_folding(sum(f.nbytes for f in outs), [f.nbytes for f in present]):
-                for o, arr in zip(node.outputs, _fold(node, ins, outs, ctx.prepared, exact)):
-                    if o >= 0:
-                        facts[o] = Fact(CONST, arr.dtype, arr.shape, arr)
-                continue
+        outs, step = plan_node(node, [facts[i] if i >= 0 else None for i in node.inputs], exact)
         for o, f in zip(node.outputs, outs):
-            if o >= 0:
+            if o >= 0 and f is not None:
                 facts[o] = f
-        steps.append(Step(node, dynamic=False, prepared=ctx.prepared))
+        if step is not None:
+            steps.append(step)
 
     layout = _layout(graph, facts, steps, early_free, keep)
     if layout.size > MAX_SLAB:
@@ -162,29 +124,59 @@ def worth_folding(out_bytes: int, in_bytes: list[int]) -> bool:
     return not (out_bytes > max(in_bytes, default=0) and out_bytes > FOLD_LIMIT)
 
 
-def evaluate_constant_node(node: CompiledNode, values: list, exact: bool) -> list | None:
-    """The outputs of a node whose present inputs are all constants (``values``), computed
-    now with its own kernel, or None where it cannot or should not be folded."""
+def plan_node(node: CompiledNode, ins: list, exact: bool) -> tuple[list, Step | None]:
+    """The facts of a node's outputs for the facts of its inputs, and its step (None when
+    nothing runs in the plan's runs: constant outputs, folded, or a view of a constant).
+    The one place where constant evaluation happens, for plans and for the fold pass."""
     kernel = node.kernel
-    present = [v for v in values if v is not None]
-    if kernel.outputs_data_dependent or not kernel.constant_foldable:
-        return None
-    ctx = InferContext(node.info, exact, [v.dtype if v is not None else None for v in values],
-                       [v.shape if v is not None else None for v in values], values, len(node.outputs))
+    n_out = len(node.outputs)
+    if kernel.outputs_data_dependent or any(f is not None and f.kind == DYNAMIC for f in ins):
+        return [Fact(DYNAMIC)] * n_out, Step(node, dynamic=True)
+    ctx = InferContext(node.info, exact, [f.dtype if f else None for f in ins],
+                       [f.shape if f else None for f in ins],
+                       [f.value if f else None for f in ins], n_out)
     infer_kernel(node, ctx)
     if ctx.needs_values:
-        return None
+        return [Fact(DYNAMIC)] * n_out, Step(node, dynamic=True)
     _check_stated(node, ctx)
     if any(c is not None for c in ctx.constants):
-        return list(ctx.constants)
+        if not all(c is not None for c, o in zip(ctx.constants, node.outputs) if o >= 0):
+            node.info.fail("states some outputs constant and some not")
+        return [Fact(CONST, c.dtype, c.shape, c) if c is not None else None
+                for c in ctx.constants], None
+    outs = [Fact(STATIC, d, s) if o >= 0 else Fact(STATIC, np.dtype(np.uint8), (0,))
+            for o, d, s in zip(node.outputs, ctx.out_dtypes, ctx.out_shapes)]
+    for f in outs:
+        if f.nbytes > MAX_SLAB:
+            raise SessionError(ErrorKind.UNSUPPORTED,
+                               f"{node.info.op_type}: an output of shape {list(f.shape)} needs "
+                               f"{f.nbytes} bytes, more than the 2 GiB limit", node.info.name)
     if kernel.view_of_input:
-        return [values[0].reshape(ctx.out_shapes[0])]
-    outs = [Fact(STATIC, d, sh) if o >= 0 else Fact(STATIC, np.dtype(np.uint8), (0,))
-            for o, d, sh in zip(node.outputs, ctx.out_dtypes, ctx.out_shapes)]
-    if not worth_folding(sum(f.nbytes for f in outs), [v.nbytes for v in present]):
+        src = ins[0]
+        if outs[0].nbytes != src.nbytes or outs[0].dtype != src.dtype:
+            node.info.fail("a view must keep the element type and the size")
+        if src.kind == CONST:
+            return [Fact(CONST, src.dtype, outs[0].shape, src.value.reshape(outs[0].shape))], None
+        return [outs[0]], Step(node, dynamic=False, view=True)
+    present = [f for f in ins if f is not None]
+    if present and kernel.constant_foldable and all(f.kind == CONST for f in present) and \
+            worth_folding(sum(f.nbytes for f in outs), [f.nbytes for f in present]):
+        return [Fact(CONST, arr.dtype, arr.shape, arr) if o >= 0 else None
+                for o, arr in zip(node.outputs, _fold(node, ins, outs, ctx.prepared, exact))], None
+    return [f if o >= 0 else None for o, f in zip(node.outputs, outs)], \
+        Step(node, dynamic=False, prepared=ctx.prepared)
+
+
+def evaluate_constant_node(node: CompiledNode, values: list, exact: bool) -> list | None:
+    """The outputs of a node whose present inputs are all constants (``values``), computed
+    now with its own kernel (plan_node), or None where it cannot or should not be folded."""
+    if node.kernel.outputs_data_dependent or not node.kernel.constant_foldable:
         return None
     ins = [Fact(CONST, v.dtype, v.shape, v) if v is not None else None for v in values]
-    return _fold(node, ins, outs, ctx.prepared, exact)
+    outs, step = plan_node(node, ins, exact)
+    if step is not None:
+        return None
+    return [f.value if f is not None else None for f in outs]
 
 
 def _fold(node: CompiledNode, ins, outs, prepared, exact: bool) -> list[np.ndarray]:

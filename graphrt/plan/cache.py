@@ -1,16 +1,27 @@
-"""The plan cache of a session: at most ``capacity`` plans, oldest dropped first.
+"""The plan cache of a session or a subgraph body, and the one way to run a plan.
 
-Readers look the signature up in an immutable tuple without a lock; a missing plan is built
-under the lock (and looked up again there, so two threads never build the same plan). Each
-entry is reference-counted: the cache holds one reference and every run another, so an
-evicted plan's run states are dropped only when its last run gives its state back.
+At most ``capacity`` plans, oldest dropped first. Readers look the signature up in an
+immutable tuple without a lock; a missing plan is built under the lock (and looked up again
+there, so two threads never build the same plan). Each entry is reference-counted: the
+cache holds one reference and every run another, so an evicted plan's run states are
+dropped only when its last run gives its state back.
+
+``PlanCache.run`` is the run protocol every caller uses: acquire the plan for the inputs'
+signature, check the caller's buffers against it, take a run state, execute, hand the
+values to the caller, drop the run's arena references, give the state back, release.
 """
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Callable
 
+
+from .. import packed
+from ..threads import thread_count_calls
+from . import jitsched
 from .build import ExecutionPlan, build_plan
+from .execute import execute, release_dynamic
 from .state import DEFAULT_ARENA_LIMIT, RunState, StatePool
 
 if TYPE_CHECKING:
@@ -80,6 +91,47 @@ class PlanCache:
             if entry.acquire():
                 return entry
 
+    def run(self, arrays: list, deliver: Callable, *, keep: tuple = (), cancel=None,
+            precheck: Callable | None = None, profile=None, threads: int | None = None):
+        """Run the graph on ``arrays`` (C-contiguous, in graph input order) with the plan for
+        their signature (built on a miss) and return ``deliver(plan, values)``, which must
+        copy out what it keeps: the run state goes back to the pool afterwards.
+        ``precheck(plan)`` runs before anything else (buffer checks); ``keep``: values to
+        keep alive to the end; ``profile``: a graphrt.profile.Profile; ``threads``: numba's
+        thread count for this run (put back afterwards)."""
+        entry = self.acquire(signature(arrays), keep)
+        try:
+            plan = entry.plan
+            if precheck is not None:
+                precheck(plan)
+            state = entry.take()
+            get_threads, set_threads = _THREAD_CALLS or _thread_calls()
+            before = get_threads() if threads is not None else None
+            if before != threads:
+                set_threads(threads)
+            sink = None if profile is None else profile.begin(plan)
+            try:
+                execute(plan, state, arrays, cancel, self.poison, sink)
+                if sink is not None:
+                    sink.close(state.values)
+                return deliver(plan, state.values)
+            finally:
+                if before != threads:
+                    set_threads(before)
+                release_dynamic(plan, state)
+                entry.give(state)
+        finally:
+            entry.release()
+
+    def wait_for_schedules(self, timeout: float | None = None) -> bool:
+        """Wait until no cached plan is still compiling its jitted schedule; False when
+        ``timeout`` seconds passed first."""
+        end = None if timeout is None else time.monotonic() + timeout
+        for _key, entry in self._entries:
+            if not jitsched.wait(entry.plan, None if end is None else end - time.monotonic()):
+                return False
+        return True
+
     def clear(self) -> None:
         with self._lock:
             old, self._entries = self._entries, ()
@@ -95,3 +147,17 @@ class PlanCache:
             if sig == signature:
                 return entry
         return None
+
+
+def signature(arrays) -> tuple:
+    """The plan key of a list of inputs: packed values are keyed by kind, not by size."""
+    return tuple((a.dtype, None if packed.is_packed(a) else a.shape) for a in arrays)
+
+
+_THREAD_CALLS: tuple = ()
+
+
+def _thread_calls() -> tuple:
+    global _THREAD_CALLS
+    _THREAD_CALLS = thread_count_calls()
+    return _THREAD_CALLS

@@ -14,9 +14,11 @@ of modules a process compiles stays bounded however many shapes it sees).
 The source names each kernel by its qualified name (jit.Variants puts a hash of the bound
 helpers there) and a hash of its source, and the module is written once to a file named by
 the hash of its text, under GRAPHRT_CACHE_DIR (default ~/.cache/graphrt/schedules), so numba's
-on-disk cache serves it to later processes. Building and compiling happen on a background
-thread after a plan's first run; until they are done, and for runs with a cancel token, a
-profile or checked mode, the plan runs its steps one by one (execute.py).
+on-disk cache serves it to later processes. Building and compiling start on a background
+thread at a plan's second run (a plan used once is not worth compiling); until they are
+done, and for runs with a cancel token, a profile or checked mode, the plan runs its steps
+one by one (execute.py). The fields this adds to plans (``jit_thread``, ``jit``,
+``jit_error``) and run states (``jit_consts``) are declared there.
 """
 from __future__ import annotations
 
@@ -48,18 +50,16 @@ class Schedule:
     """The compiled segments of one plan, in step order; ``consts(state)`` gives a run
     state's tuples (made once per state)."""
 
-    __slots__ = ("segments", "_consts", "_lock")
+    __slots__ = ("segments", "_consts")
 
     def __init__(self, segments: list[Segment], consts_of):
         self.segments = segments
         self._consts = consts_of
-        self._lock = threading.Lock()
 
     def consts(self, state) -> list:
-        c = getattr(state, "jit_consts", None)
-        if c is None:
-            c = state.jit_consts = self._consts(state)
-        return c
+        if state.jit_consts is None:
+            state.jit_consts = self._consts(state)
+        return state.jit_consts
 
 
 def cache_dir() -> str:
@@ -71,7 +71,7 @@ def start_compile(plan, state) -> None:
     """Once per plan: build and compile its schedule on a background thread; the plan's
     ``jit`` becomes the Schedule (or stays None when nothing is worth compiling)."""
     with _lock:
-        if getattr(plan, "jit_thread", None) is not None:
+        if plan.jit_thread is not None:
             return
         plan.jit_thread = threading.Thread(target=_compile_quietly, args=(plan, state),
                                            daemon=True, name="graphrt-schedule")
@@ -80,7 +80,7 @@ def start_compile(plan, state) -> None:
 
 def wait(plan, timeout: float | None = None) -> bool:
     """Until the plan's schedule compile (if one started) is over; False on timeout."""
-    t = getattr(plan, "jit_thread", None)
+    t = plan.jit_thread
     if t is None:
         return True
     t.join(None if timeout is None else max(0.0, timeout))
@@ -136,8 +136,7 @@ def _call_of(step, ctx):
         return ()
     if step.dynamic or ctx is None:
         return None
-    jit_call = getattr(step.node.kernel, "jit_call", None)
-    return None if jit_call is None else jit_call(ctx)
+    return step.node.kernel.jit_call(ctx)
 
 
 def _in_slab(a: np.ndarray, slab: np.ndarray):
@@ -204,7 +203,7 @@ def _source(calls, slab):
                     k = len(ints)
                     ints += list(a.shape)
                     dims = ", ".join(f"I[{k + d}]" for d in range(a.ndim))
-                    view += f".reshape(({dims}{',' if a.ndim == 1 else ''}))"
+                    view += f".reshape(({dims}))"
                 parts.append(view)
             else:
                 ref = _scalar(a, ints, floats)

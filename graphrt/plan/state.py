@@ -38,6 +38,7 @@ class RunState:
                 values[st.node.outputs[0]] = values[st.node.inputs[0]].reshape(
                     plan.facts[st.node.outputs[0]].shape)
         self.values = values
+        self.jit_consts = None          # the jitted schedule's constant tuples (jitsched)
         exact = plan.graph.exact
         self.arena = Arena(arena_limit, poison)
         self.contexts: list[RunContext | None] = []

@@ -41,7 +41,7 @@ from numba import prange
 
 from ... import dtypes as _dt
 from ...errors import ErrorKind
-from ..elementwise.activations import _swish
+from ..elementwise.activations import swish_scalar
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import PARALLEL_MIN, put
 from ..gemm.product import Product
@@ -49,7 +49,7 @@ from ..core.base import scratch
 from ..core.floats import BF16, F16, F32, F64, FLOATS, HALF, compute_dtype, widen
 from ..core.jit import Variants
 from ..core.pointwise import scalar_op, unary_param_variants
-from ..nn.softmax import _SOFTMAX
+from ..nn.softmax import SOFTMAX_ROWS
 
 EXACT = False
 
@@ -97,7 +97,7 @@ def _causal_conv(x, w, bias, past, out, state, geo, zero, one, tasks):
             if has_bias:
                 acc = acc + bias[c]
             if silu:
-                put(out, xb + i, _swish(acc, one, one), EXACT)
+                put(out, xb + i, swish_scalar(acc, one, one), EXACT)
             else:
                 put(out, xb + i, acc, EXACT)
         for s in range(lead):
@@ -392,7 +392,7 @@ class FlexAttention(OpKernel):
         p.scale_fn = _SCALE.get(ctx.exact, parallel)
         p.rows = batch * hq * n_q if n_k else 0
         p.n_keys = n_k
-        p.softmax = _SOFTMAX.get(ctx.exact, parallel and p.rows > 1)
+        p.softmax = SOFTMAX_ROWS.get(ctx.exact, parallel and p.rows > 1)
         ctx.prepared = p
 
     def run(self, ctx: RunContext) -> None:

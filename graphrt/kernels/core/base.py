@@ -58,8 +58,25 @@ class OpKernel:
     def jit_call(self, ctx: "RunContext"):
         """(dispatcher, args) when ``run(ctx)`` is exactly ``dispatcher(*args)`` -- one
         compiled call, no Python work around it, no exception -- so that the plan's jitted
-        schedule may make the call itself (plan/jitsched.py); None otherwise."""
+        schedule may make the call itself (plan/jitsched.py); None (the default) otherwise.
+        Derive ``run`` and this from one function that builds the arguments, so that the
+        two cannot drift apart."""
         return None
+
+    # -- hooks of the fusion pass (kernels/elementwise/fused.py); the defaults decline ------
+    def absorb_relu(self, prepared) -> bool:
+        """Apply a Relu node that follows this one in its own last pass, with Relu's scalar
+        function (so the bits of the two nodes), changing ``prepared`` (this plan's data)
+        to say so; True when it did."""
+        return False
+
+    def absorb_affine(self, prepared, stage: "OpKernel", pos: int, values: list,
+                      shape: tuple) -> bool:
+        """Fast mode only: fold a following per-channel scale-and-shift node ``stage``
+        (its chained input at ``pos``, its other inputs' constant ``values``, this node's
+        output ``shape``) into this node's last pass; True when it did. Rounded differently
+        from the two nodes, so never asked in exact mode."""
+        return False
 
 
 @dataclass(frozen=True)

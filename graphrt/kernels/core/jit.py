@@ -40,7 +40,7 @@ class Variants:
         for exact in (False, True):
             for par in ((False, True) if parallel else (False,)):
                 qual = f"{name}_{'exact' if exact else 'fast'}{'_par' if par else ''}_{tag}"
-                fn = _rebind(template, qual, dict(consts, EXACT=exact))
+                fn = rebind(template, qual, dict(consts, EXACT=exact))
                 self._table[exact, par] = njit(
                     fn, cache=True, nogil=True, parallel=par, error_model="numpy",
                     fastmath=False if exact else set(FAST_MATH))
@@ -49,7 +49,7 @@ class Variants:
         return self._table.get((exact, parallel)) or self._table[exact, False]
 
 
-def _rebind(template, qualname: str, consts: dict):
+def rebind(template, qualname: str, consts: dict):
     g = dict(template.__globals__)
     g.update(consts)
     code = template.__code__.replace(co_name=qualname, co_qualname=qualname)

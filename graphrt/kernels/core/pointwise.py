@@ -166,20 +166,22 @@ class Unary(OpKernel):
         ctx.prepared = (block, tasks, self.variants_for(dt).get(ctx.exact, walk.parallel)) + \
             tuple(self.params(ctx, compute_dtype(dt)))
 
+    def _call(self, ctx: RunContext, x, out):
+        block, tasks, fn, *params = ctx.prepared
+        return fn, (x, out, *self.run_params(ctx, params), block, tasks)
+
     def jit_call(self, ctx: RunContext):
         x, out = ctx.flat_in[0], ctx.flat_out[0]
         if type(self).run_params is not Unary.run_params or x.dtype in NARROW or \
                 out.dtype in NARROW:
             return None
-        block, tasks, fn, *params = ctx.prepared
-        return fn, (x, out, *params, block, tasks)
+        return self._call(ctx, x, out)
 
     def run(self, ctx: RunContext) -> None:
-        block, tasks, fn, *params = ctx.prepared
-        params = self.run_params(ctx, params)
         out = ctx.flat_out[0]
         buf = result_buffer(ctx, out)
-        fn(widen(ctx, ctx.flat_in[0]), buf, *params, block, tasks)
+        fn, args = self._call(ctx, widen(ctx, ctx.flat_in[0]), buf)
+        fn(*args)
         narrow(out, buf)
 
 
@@ -225,21 +227,24 @@ class Binary(OpKernel):
             ctx.fail(f"shapes {list(sa)} and {list(sb)} differ and broadcast=1 is not set (opset < 7)")
         return sa, sb
 
-    def jit_call(self, ctx: RunContext):
+    @staticmethod
+    def _call(ctx: RunContext, a, b, out):
         w, fn = ctx.prepared
+        return fn, (a, b, out, w.shape, w.strides[0], w.strides[1], w.block, w.tasks)
+
+    def jit_call(self, ctx: RunContext):
         a, b = ctx.flat_in
         out = ctx.flat_out[0]
         if type(self).run is not Binary.run or NARROW.intersection((a.dtype, b.dtype, out.dtype)):
             return None
-        return fn, (a, b, out, w.shape, w.strides[0], w.strides[1], w.block, w.tasks)
+        return self._call(ctx, a, b, out)
 
     def run(self, ctx: RunContext) -> None:
-        w, fn = ctx.prepared
         a, b = ctx.flat_in
         out = ctx.flat_out[0]
         buf = result_buffer(ctx, out)
-        fn(widen(ctx, a), widen(ctx, b), buf, w.shape, w.strides[0], w.strides[1], w.block,
-           w.tasks)
+        fn, args = self._call(ctx, widen(ctx, a), widen(ctx, b), buf)
+        fn(*args)
         narrow(out, buf)
 
 

@@ -118,7 +118,7 @@ def _mish(x):
 
 
 @scalar_op
-def _swish(x, alpha, _):
+def swish_scalar(x, alpha, _):
     return x * _sigmoid(alpha * x)
 
 
@@ -262,7 +262,7 @@ class Celu(_OwnInExact):
 
 
 class Swish(_OwnInExact):
-    VARIANTS = _own_in_exact(_swish, _swish_exact, "swish", param=True)
+    VARIANTS = _own_in_exact(swish_scalar, _swish_exact, "swish", param=True)
     DEFAULTS = (("alpha", 1.0),)
 
 

@@ -23,7 +23,7 @@ from ..core.floats import FLOATS
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def _add(x, y):
+def add_scalar(x, y):
     return x + y
 
 
@@ -33,7 +33,7 @@ def _sub(x, y):
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def _mul(x, y):
+def mul_scalar(x, y):
     return x * y
 
 
@@ -54,10 +54,10 @@ def _idiv(x, y):
     return q
 
 
-_ADD = binary_variants(_add, "add")
+ADD_VARIANTS = binary_variants(add_scalar, "add")
 _SUB = binary_variants(_sub, "sub")
-_MUL = binary_variants(_mul, "mul")
-_FDIV = binary_variants(_fdiv, "fdiv")
+_MUL = binary_variants(mul_scalar, "mul")
+FDIV_VARIANTS = binary_variants(_fdiv, "fdiv")
 _IDIV = binary_variants(_idiv, "idiv")
 
 
@@ -65,7 +65,7 @@ class Add(Binary):
     supports_exact = True
 
     def variants_for(self, dtype):
-        return _ADD
+        return ADD_VARIANTS
 
 
 class Sub(Binary):
@@ -86,7 +86,7 @@ class Div(Binary):
     supports_exact = True
 
     def variants_for(self, dtype):
-        return _FDIV if dtype in FLOATS else _IDIV
+        return FDIV_VARIANTS if dtype in FLOATS else _IDIV
 
 
 # ----------------------------------------------------------------- Pow, Mod, PRelu, BitShift

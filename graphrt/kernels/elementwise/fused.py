@@ -54,11 +54,10 @@ class FusedEpilogue(OpKernel):
         # Fast mode: leading per-channel scale-and-shift stages (BatchNormalization, Mul,
         # Add, Sub, Div by constants) the primary folds into its own last pass: rounded
         # differently, so never in exact mode.
-        absorb_affine = getattr(self.primary, "absorb_affine", None)
-        while absorb_affine is not None and not ctx.exact and absorbed < len(self.stages):
+        while not ctx.exact and absorbed < len(self.stages):
             st = self.stages[absorbed]
-            if not absorb_affine(p.prepared, st.kernel, st.chained, [vals[i] for i in st.extra],
-                                 p.out_shapes[0]):
+            if not self.primary.absorb_affine(p.prepared, st.kernel, st.chained,
+                                              [vals[i] for i in st.extra], p.out_shapes[0]):
                 break
             absorbed += 1
             facts.append(facts[0])
@@ -66,7 +65,7 @@ class FusedEpilogue(OpKernel):
         # pass, with Relu's own scalar function) is left out of the stages run below too.
         if absorbed < len(self.stages) and isinstance(self.stages[absorbed].kernel, Relu) and \
                 p.out_dtypes[0].kind == "f" and \
-                getattr(self.primary, "absorb_relu", lambda _p: False)(p.prepared):
+                self.primary.absorb_relu(p.prepared):
             absorbed += 1
             facts.append(facts[0])
         for st in self.stages[absorbed:]:

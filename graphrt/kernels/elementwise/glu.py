@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .activations import _swish
+from .activations import swish_scalar
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import BLOCK, PARALLEL_MIN, put
 from ..core.jit import Variants
@@ -27,7 +27,7 @@ def _gated(a, b, out, alpha, block, tasks):
             put(out, j, OP(a[j], alpha, alpha) * b[j], EXACT)
 
 
-_SWIGLU = Variants(_gated, "swiglu", parallel=True, OP=_swish)
+_SWIGLU = Variants(_gated, "swiglu", parallel=True, OP=swish_scalar)
 
 
 class SwiGLU(OpKernel):

@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from ... import dtypes as _dt
-from .arithmetic import _ADD, _FDIV
+from .arithmetic import ADD_VARIANTS, FDIV_VARIANTS
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import Walk, broadcast_shape, element_strides
 from ..core.pointwise import binary_variants
@@ -75,7 +75,7 @@ class _Variadic(OpKernel):
         mean = None
         if self.MEAN:
             count = np.array([n], dtype=compute_dtype(dt))
-            mean = (Walk(shape, [full, [0] * len(shape)]), _FDIV.get(ctx.exact, parallel), count)
+            mean = (Walk(shape, [full, [0] * len(shape)]), FDIV_VARIANTS.get(ctx.exact, parallel), count)
         ctx.prepared = (walks, fn, mean)
 
     def run(self, ctx: RunContext) -> None:
@@ -112,7 +112,7 @@ class Sum(_Variadic):
     """x0 + x1 + ... added in input order."""
 
     ALLOWED = FLOATS
-    VARIANTS = _ADD
+    VARIANTS = ADD_VARIANTS
 
 
 class Mean(Sum):

@@ -33,7 +33,7 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..core.jit import _rebind
+from ..core.jit import rebind
 
 
 # Kernels that call into this module bind SOURCE_TAG (jit.Variants hashes it into their
@@ -579,12 +579,12 @@ def _family(only: str):
     g = {"micro": _pick(fused), "_edge": _pick(fused, masked=True),
          "_narrow": _pick(fused, masked=True, half=True)}
     inline = dict(nogil=True, error_model="numpy", inline="always")
-    g["micro_cols"] = njit(**inline)(_rebind(micro_cols, f"micro_cols_{only}", g))
-    g["_micro_at"] = njit(**inline)(_rebind(_micro_at, f"micro_at_{only}", g))
+    g["micro_cols"] = njit(**inline)(rebind(micro_cols, f"micro_cols_{only}", g))
+    g["_micro_at"] = njit(**inline)(rebind(_micro_at, f"micro_at_{only}", g))
     g["_block"] = njit(cache=True, nogil=True, error_model="numpy")(
-        _rebind(_block, f"block_{only}", g))
+        rebind(_block, f"block_{only}", g))
     return njit(cache=True, nogil=True, error_model="numpy")(
-        _rebind(_tile_product, f"tile_product_{only}", g))
+        rebind(_tile_product, f"tile_product_{only}", g))
 
 
 tile_product_fast = _family("fast")

@@ -125,7 +125,7 @@ def _rows(x, out, n, inner, tasks):
             ROW(x[base:last:inner], out[base:last:inner])
 
 
-_SOFTMAX = FastExact(Variants(_rows, "softmax", parallel=True, ROW=_softmax_row),
+SOFTMAX_ROWS = FastExact(Variants(_rows, "softmax", parallel=True, ROW=_softmax_row),
                      Variants(_rows, "softmax_exact", parallel=True, ROW=_softmax_row_exact))
 _LOG_SOFTMAX = FastExact(
     Variants(_rows, "log_softmax", parallel=True, ROW=_log_softmax_row),
@@ -136,7 +136,7 @@ _HARDMAX = Variants(_rows, "hardmax", parallel=True, ROW=_hardmax_row)
 class Softmax(OpKernel):
     supports_exact = True
     in_place_input = True
-    VARIANTS = _SOFTMAX
+    VARIANTS = SOFTMAX_ROWS
 
     def __init__(self, node):
         super().__init__(node)

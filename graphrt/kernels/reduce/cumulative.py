@@ -14,7 +14,7 @@ import numpy as np
 from numba import prange
 
 from .argreduce import line_blocks
-from ..elementwise.arithmetic import _add, _mul
+from ..elementwise.arithmetic import add_scalar, mul_scalar
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import put, task_span
 from ..core.jit import Variants
@@ -74,8 +74,8 @@ def _scan(x, out, ident, n, inner, exclusive, reverse, block, tasks):
             prev = k
 
 
-_CUMSUM = Variants(_scan, "cumsum", parallel=True, OP=_add)
-_CUMPROD = Variants(_scan, "cumprod", parallel=True, OP=_mul)
+_CUMSUM = Variants(_scan, "cumsum", parallel=True, OP=add_scalar)
+_CUMPROD = Variants(_scan, "cumprod", parallel=True, OP=mul_scalar)
 
 
 class _Scan(OpKernel):

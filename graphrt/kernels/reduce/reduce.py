@@ -393,24 +393,25 @@ class _Reduce(OpKernel):
         ctx.prepared = (fn.get(ctx.exact, parallel), cols, need_acc, acc_dt, ident, n_,
                         kshape, kstride, rshape, rstride, count, block, tasks)
 
-    def jit_call(self, ctx: RunContext):
+    @staticmethod
+    def _call(ctx: RunContext, x, out):
         fn, cols, need_acc, acc_dt, ident, n_, *walk = ctx.prepared
+        if not cols:
+            return fn, (x, out, ident, n_, *walk)
+        acc = scratch(ctx, acc_dt, out.shape) if need_acc else out
+        aux = scratch(ctx, acc_dt, out.shape) if need_acc else acc
+        return fn, (x, acc, aux, out, ident, n_, *walk)
+
+    def jit_call(self, ctx: RunContext):
         x, out = ctx.flat_in[0], ctx.flat_out[0]
-        if cols or type(self).run is not _Reduce.run or F16 in (x.dtype, out.dtype):
+        if ctx.prepared[1] or type(self).run is not _Reduce.run or F16 in (x.dtype, out.dtype):
             return None
-        return fn, (x, out, ident, n_, *walk)
+        return self._call(ctx, x, out)
 
     def run(self, ctx: RunContext) -> None:
-        fn, cols, need_acc, acc_dt, ident, n_, *walk = ctx.prepared
-
         def body(ins, outs):
-            x, out = ins[0], outs[0]
-            if not cols:
-                fn(x, out, ident, n_, *walk)
-                return
-            acc = scratch(ctx, acc_dt, out.shape) if need_acc else out
-            aux = scratch(ctx, acc_dt, out.shape) if need_acc else acc
-            fn(x, acc, aux, out, ident, n_, *walk)
+            fn, args = self._call(ctx, ins[0], outs[0])
+            fn(*args)
 
         run_wide(ctx, body)
 

@@ -19,7 +19,7 @@ from numba import njit
 
 from ... import dtypes as _dt
 from ...errors import ErrorKind
-from ..elementwise.arithmetic import _add, _mul
+from ..elementwise.arithmetic import add_scalar, mul_scalar
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import put, row_offset
 from .gather import along, check_range, check_tuples, data_and_indices, elements_layout, nd_layout, nd_offset, normalize_axis
@@ -36,7 +36,7 @@ def _replace(a, b):
     return b
 
 
-_REDUCTIONS = {"none": _replace, "add": _add, "mul": _mul, "max": maximum, "min": minimum}
+_REDUCTIONS = {"none": _replace, "add": add_scalar, "mul": mul_scalar, "max": maximum, "min": minimum}
 
 
 def _scatter_elements(out, idx, upd, shape, sx, n, step, rows):

@@ -1,4 +1,4 @@
-"""The one exception graphrt raises, and its kinds (contract section 4)."""
+"""The one exception graphrt raises, and its kinds (docs/contract.md section 4)."""
 from __future__ import annotations
 
 from enum import Enum

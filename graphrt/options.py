@@ -1,4 +1,4 @@
-"""Session options (contract section 4) and the cancel token."""
+"""Session options (docs/contract.md section 4) and the cancel token."""
 from __future__ import annotations
 
 import threading

@@ -1,4 +1,4 @@
-"""Sequences and optionals as one rank-1 uint8 tensor each (contract section 8).
+"""Sequences and optionals as one rank-1 uint8 tensor each (docs/contract.md section 8).
 
 Layout, little-endian:
   tag  b"GRPV" (4 bytes), kind (1 byte)

@@ -1,4 +1,4 @@
-"""Session: named inputs and outputs, thread-safe runs (contract section 4)."""
+"""Session: named inputs and outputs, thread-safe runs (docs/contract.md section 4)."""
 from __future__ import annotations
 
 import threading
@@ -6,13 +6,12 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from . import dtypes as _dt
-from . import packed, threads
+from . import dtypes as _dt, packed, threads
 from .errors import ErrorKind, SessionError
 from .graph import CompiledGraph
 from .importer import read_model
 from .ir import TensorInfo
-from .kernels.core.paths import best_path
+from .kernels.gemm.microkernel import KERNEL_PATH
 from .kernels.table import DEFAULT, OperatorTable
 from .options import CancelToken, SessionOptions
 from .passes.export import to_onnx
@@ -36,7 +35,7 @@ class Session:
         self.pass_counts = run_passes(self._graph, operators, self.options.optimization_level,
                                       self.options.exact, cancel)
         self._cancel = cancel
-        self.kernel_path = best_path()
+        self.kernel_path = KERNEL_PATH
         self._threads = threads.resolve(self.options.intra_op_threads)
         self._poison = checked_mode()
         self._plans = PlanCache(self._graph, self.options.max_cached_plans, self._poison,

@@ -1,72 +1,73 @@
 """The operator table: every OpDef graphrt has, as one literal list (no scanning)."""
 from __future__ import annotations
 
-from .elementwise.activations import (Celu, Elu, Gelu, HardSigmoid, HardSwish, LeakyRelu, Mish, Relu, Selu,
-                          Shrink, Sigmoid, Softplus, Softsign, Swish, ThresholdedRelu)
-from .elementwise.arithmetic import Add, BitShift, Div, Mod, Mul, Pow, PRelu, Sub
 from .attention.attention import Attention, RotaryEmbedding
 from .attention.preview import CausalConvWithState, FlexAttention, LinearAttention
-from .core.base import OpDef
-from .elementwise.cast import Cast, CastLike
-from .elementwise.compare import (And, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor, Equal, Greater,
-                      GreaterOrEqual, Less, LessOrEqual, Not, Or, Xor)
-from .tensor.constants import Constant, Shape, Size
+from .control.sequence import (ConcatFromSequence, Optional, OptionalGetElement,
+                               OptionalHasElement, SequenceAt, SequenceConstruct, SequenceEmpty,
+                               SequenceErase, SequenceInsert, SequenceLength, SplitToSequence)
 from .control.subgraph import If, Loop, Scan, SequenceMap
-from .training.gradient import Gradient
-from .nn.conv import Conv
+from .core.base import OpDef
+from .elementwise.activations import (Celu, Elu, Gelu, HardSigmoid, HardSwish, LeakyRelu, Mish,
+                                      Relu, Selu, Shrink, Sigmoid, Softplus, Softsign, Swish,
+                                      ThresholdedRelu)
+from .elementwise.arithmetic import Add, BitShift, Div, Mod, Mul, Pow, PRelu, Sub
+from .elementwise.bitcast import BitCast
+from .elementwise.cast import Cast, CastLike
+from .elementwise.compare import (And, BitwiseAnd, BitwiseNot, BitwiseOr, BitwiseXor, Equal,
+                                  Greater, GreaterOrEqual, Less, LessOrEqual, Not, Or, Xor)
+from .elementwise.glu import SwiGLU
+from .elementwise.select import Where
+from .elementwise.unary_math import (Abs, Acos, Acosh, Asin, Asinh, Atan, Atanh, Ceil, Clip, Cos,
+                                     Cosh, Erf, Exp, Floor, IsInf, IsNaN, Log, Neg, Reciprocal,
+                                     Round, Sign, Sin, Sinh, Sqrt, Tan, Tanh)
+from .elementwise.variadic import Max, Mean, Min, Sum
+from .gemm.matmul import Gemm, MatMul
+from .linalg.det import Det
+from .linalg.einsum import Einsum
+from .ml.operators import ArrayFeatureExtractor, Binarizer, LabelEncoder, TreeEnsemble
 from .nn.col2im import Col2Im
+from .nn.conv import Conv
 from .nn.conv_transpose import ConvTranspose
 from .nn.deform_conv import DeformConv
-from .linalg.einsum import Einsum
-from .tensor.expand import Expand, Pad, Tile
-from .tensor.gather import Gather, GatherElements, GatherND
-from .elementwise.glu import SwiGLU
-from .tensor.creation import ConstantOfShape, EyeLike, OneHot, Range
-from .tensor.indices import NonZero, Unique
-from .tensor.space_depth import DepthToSpace, SpaceToDepth
 from .nn.dropout import Dropout
 from .nn.grid import AffineGrid, GridSample
-from .tensor.layout import Concat, Transpose
-from .linalg.det import Det
 from .nn.losses import NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss
 from .nn.lrn import LRN
-from .ml.operators import ArrayFeatureExtractor, Binarizer, LabelEncoder, TreeEnsemble
-from .gemm.matmul import Gemm, MatMul
+from .nn.nms import NonMaxSuppression
+from .nn.normalization import (BatchNormalization, GroupNormalization, InstanceNormalization,
+                               LayerNormalization, LpNormalization, MeanVarianceNormalization,
+                               RMSNormalization)
 from .nn.pool import (AveragePool, GlobalAveragePool, GlobalLpPool, GlobalMaxPool, LpPool, MaxPool,
-                   MaxUnpool)
+                      MaxUnpool)
 from .nn.resize import Resize, Upsample
 from .nn.roi import RoiAlign
-from .elementwise.bitcast import BitCast
-from .nn.nms import NonMaxSuppression
-from .random.sampling import (Bernoulli, Multinomial, RandomNormal, RandomNormalLike, RandomUniform,
-                     RandomUniformLike)
-from .signal.spectral import DFT, STFT, BlackmanWindow, HammingWindow, HannWindow, MelWeightMatrix
-from .training.optimizers import Adagrad, Adam, Momentum
-from .control.sequence import (ConcatFromSequence, Optional, OptionalGetElement, OptionalHasElement,
-                       SequenceAt, SequenceConstruct, SequenceEmpty, SequenceErase, SequenceInsert,
-                       SequenceLength, SplitToSequence)
+from .nn.softmax import Hardmax, LogSoftmax, Softmax
+from .quant.quantize import (ConvInteger, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
+                             QLinearConv, QLinearMatMul, QuantizeLinear)
+from .random.sampling import (Bernoulli, Multinomial, RandomNormal, RandomNormalLike,
+                              RandomUniform, RandomUniformLike)
 from .reduce.argreduce import ArgMax, ArgMin
-from .nn.normalization import (BatchNormalization, GroupNormalization, InstanceNormalization,
-                            LayerNormalization, LpNormalization, MeanVarianceNormalization,
-                            RMSNormalization)
-from .reduce.reduce import (ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp, ReduceMax, ReduceMean,
-                     ReduceMin, ReduceProd, ReduceSum, ReduceSumSquare)
-from .elementwise.select import Where
+from .reduce.cumulative import CumProd, CumSum
+from .reduce.reduce import (ReduceL1, ReduceL2, ReduceLogSum, ReduceLogSumExp, ReduceMax,
+                            ReduceMean, ReduceMin, ReduceProd, ReduceSum, ReduceSumSquare)
+from .reduce.topk import TopK
+from .rnn.recurrent import GRU, LSTM, RNN
+from .signal.spectral import DFT, STFT, BlackmanWindow, HammingWindow, HannWindow, MelWeightMatrix
+from .tensor.constants import Constant, Shape, Size
+from .tensor.creation import ConstantOfShape, EyeLike, OneHot, Range
+from .tensor.expand import Expand, Pad, Tile
+from .tensor.gather import Gather, GatherElements, GatherND
+from .tensor.indices import NonZero, Unique
+from .tensor.layout import Concat, Transpose
 from .tensor.scatter import ScatterElements, ScatterND, TensorScatter
 from .tensor.slicing import CenterCropPad, Compress, ReverseSequence, Slice, Split, Trilu
-from .reduce.cumulative import CumProd, CumSum
-from .quant.quantize import (ConvInteger, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
-                       QLinearConv, QLinearMatMul, QuantizeLinear)
-from .rnn.recurrent import GRU, LSTM, RNN
-from .nn.softmax import Hardmax, LogSoftmax, Softmax
+from .tensor.space_depth import DepthToSpace, SpaceToDepth
+from .tensor.views import Flatten, Identity, Reshape, Squeeze, Unsqueeze
 from .text.strings import RegexFullMatch, StringConcat, StringNormalizer, StringSplit
 from .text.tfidf import TfIdfVectorizer
-from .reduce.topk import TopK
-from .elementwise.unary_math import (Abs, Acos, Acosh, Asin, Asinh, Atan, Atanh, Ceil, Clip, Cos, Cosh, Erf,
-                         Exp, Floor, IsInf, IsNaN, Log, Neg, Reciprocal, Round, Sign, Sin, Sinh,
-                         Sqrt, Tan, Tanh)
-from .elementwise.variadic import Max, Mean, Min, Sum
-from .tensor.views import Flatten, Identity, Reshape, Squeeze, Unsqueeze
+from .training.gradient import Gradient
+from .training.optimizers import Adagrad, Adam, Momentum
 
 ALL: tuple[OpDef, ...] = (
     OpDef("", "Add", 1, None, Add),

@@ -1,1 +1,1 @@
-"""Graph passes (contract section 6): rewrites of a compiled graph before any plan."""
+"""Graph passes (docs/contract.md section 6): rewrites of a compiled graph before any plan."""

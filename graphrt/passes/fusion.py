@@ -6,19 +6,18 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import CompiledNode
-from ..kernels.elementwise.activations import Gelu
 from ..kernels.attention.attention import Attention
-from ..kernels.tensor.layout import Transpose
-from ..kernels.nn.softmax import Softmax
-from ..kernels.elementwise.arithmetic import Add, Div, Mul, Sub
-from ..kernels.nn.conv import Conv
 from ..kernels.core.pointwise import Binary, Unary
+from ..kernels.elementwise.activations import Gelu
+from ..kernels.elementwise.arithmetic import Add, Div, Mul, Sub, Pow
 from ..kernels.elementwise.fused import FusedEpilogue, Stage
-from ..kernels.gemm.matmul import Gemm, MatMul
-from ..kernels.nn.normalization import BatchNormalization, LayerNormalization
-from ..kernels.reduce.reduce import ReduceMean
 from ..kernels.elementwise.unary_math import Erf, Sqrt
-from ..kernels.elementwise.arithmetic import Pow
+from ..kernels.gemm.matmul import Gemm, MatMul
+from ..kernels.nn.conv import Conv
+from ..kernels.nn.normalization import BatchNormalization, LayerNormalization
+from ..kernels.nn.softmax import Softmax
+from ..kernels.reduce.reduce import ReduceMean
+from ..kernels.tensor.layout import Transpose
 from .graph import PassGraph
 
 PRODUCERS = (MatMul, Gemm, Conv, BatchNormalization)

@@ -1,4 +1,4 @@
-"""The ordered pass table, and running it (contract section 6).
+"""The ordered pass table, and running it (docs/contract.md section 6).
 
 Passes run in this order; nodes nothing reads are removed after each; a pass that does not
 preserve bits is skipped in exact mode; none depends on input shapes.

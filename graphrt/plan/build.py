@@ -1,4 +1,4 @@
-"""Making an ExecutionPlan for one list of input element types and shapes (contract §3).
+"""Making an ExecutionPlan for one list of input element types and shapes (docs/contract.md section 3).
 
 1. Types and shapes: nodes in graph order, each kernel's infer states its outputs.
 2. Constant evaluation: a node whose inputs are all constants runs now, unless its result

@@ -8,8 +8,8 @@ import numpy as np
 
 from ..errors import ErrorKind, SessionError
 from ..kernels.core.base import InferContext, RunContext
-from .build import DYNAMIC, ExecutionPlan, infer_kernel, run_kernel
 from . import jitsched
+from .build import DYNAMIC, ExecutionPlan, infer_kernel, run_kernel
 from .state import RunState
 
 

@@ -1,4 +1,4 @@
-"""The slab planner (contract section 5): offsets for every static value from liveness.
+"""The slab planner (docs/contract.md section 5): offsets for every static value from liveness.
 
 Input: steps in order, what each step makes and reads, value sizes and element types, which
 values are views of which, and where a kernel allows output 0 to take over input 0. Output:

@@ -1,0 +1,1 @@
+"""Attention and RotaryEmbedding, and the newer attention-like operators (preview)."""

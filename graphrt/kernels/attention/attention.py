@@ -21,9 +21,9 @@ nonpad[b]). offset is past_sequence_length with a past cache, nonpad[b] - q_sequ
 with nonpad_kv_seqlen, else 0.
 
 The fourth output (qk_matmul_output_mode): 0 the scaled product, 1 after softcap, 2 after the
-bias, 3 the probabilities. Both matrix products are matmul.py's kernel (through
-einsum.Product); the row step (scale, softcap, bias, softmax) is one task per row, so results
-do not depend on the thread count. float16 is computed in float32 and rounded once. bfloat16
+bias, 3 the probabilities. Both matrix products go through gemm/product.py; the row step
+(scale, softcap, bias, softmax) is one task per row, so results do not depend on the thread
+count. float16 is computed in float32 and rounded once. bfloat16
 (8 significant bits, where one final rounding drifts visibly from a bfloat16 computation) is
 computed in float32 with every step of the operator's function body rounded to bfloat16: Q
 and K times the rounded sqrt(scale), the product, softcap's divide/tanh/multiply, the bias
@@ -45,9 +45,9 @@ from numba import njit, prange
 from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
-from ..gemm.product import Product
 from ..core.floats import BF16, F16, F32, F64, FLOATS, HALF, compute_dtype, round_to, widen
 from ..core.jit import Variants
+from ..gemm.product import Product
 from ..math.vecmath import vexp
 
 EXACT = False

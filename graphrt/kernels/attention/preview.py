@@ -29,8 +29,8 @@ FlexAttention: scores = (Q K_g^T) * scale (K_g the key/value head of each query 
 in Attention; scale = T(sqrt(scale or 1/sqrt(E)))^2), then score_mod(scores), softmax
 over the keys, prob_mod(probs), Y = probs V_g. The score tensor (B, Hq, L, S) is in
 softmax_precision (float32 by default, float64 for float64 inputs); the optional
-modifiers are subgraphs run on the whole tensor. Both products are matmul.py's kernel
-(einsum.Product), the softmax is softmax.py's row kernel (libm exp): not exact.
+modifiers are subgraphs run on the whole tensor. Both products go through
+gemm/product.py, the softmax is softmax.py's row kernel (libm exp): not exact.
 """
 from __future__ import annotations
 
@@ -41,14 +41,13 @@ from numba import prange
 
 from ... import dtypes as _dt
 from ...errors import ErrorKind
-from ..elementwise.activations import swish_scalar
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN, put
-from ..gemm.product import Product
-from ..core.base import scratch
 from ..core.floats import BF16, F16, F32, F64, FLOATS, HALF, compute_dtype, widen
 from ..core.jit import Variants
 from ..core.pointwise import scalar_op, unary_param_variants
+from ..elementwise.activations import swish_scalar
+from ..gemm.product import Product
 from ..nn.softmax import SOFTMAX_ROWS
 
 EXACT = False

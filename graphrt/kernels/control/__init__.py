@@ -1,0 +1,1 @@
+"""Subgraph operators (If, Loop, Scan, SequenceMap) and the sequence and optional operators."""

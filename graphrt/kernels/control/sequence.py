@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import dtypes as _dt
-from ... import packed
+from ... import dtypes as _dt, packed
 from ...errors import ErrorKind
 from ..core.base import OpKernel, RunContext
 

@@ -1,4 +1,4 @@
-"""Subgraph operators: If, Loop, Scan, SequenceMap (contract section 8).
+"""Subgraph operators: If, Loop, Scan, SequenceMap (docs/contract.md section 8).
 
 Each body is compiled once, when the kernel is made, through ``node.compile_body``; a run
 calls ``body.run(inputs, cancel)`` with the body's declared inputs followed by the outer
@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ... import dtypes as _dt
-from ... import packed
+from ... import dtypes as _dt, packed
 from ...errors import ErrorKind, SessionError
 from ..core.base import OpKernel, RunContext
 

@@ -1,4 +1,4 @@
-"""The operator contract (contract section 2): OpDef, OpKernel and the two contexts.
+"""The operator contract (docs/contract.md section 2): OpDef, OpKernel and the two contexts.
 
 ``infer`` is plain Python over dtypes, shapes and known constant values; it states each
 output or a constant output, may ask for run-time values, and may leave per-plan data in

@@ -132,10 +132,10 @@ def unary_param_variants(op, name: str) -> Variants:
     return Variants(_unary_params, name, parallel=True, OP=op)
 
 
-class Unary(OpKernel):
-    """Element-wise unary operator. Subclasses set ``ALLOWED`` (input dtypes) and
-    ``VARIANTS`` (or override ``variants_for``) and optionally ``out_dtype``; parametric
-    ones use unary_param_variants and define ``params``."""
+class Pointwise(OpKernel):
+    """What the element-wise bases share: subclasses set ``ALLOWED`` (input dtypes) and
+    ``VARIANTS`` (or override ``variants_for``) and optionally ``out_dtype``; output 0 may
+    take over input 0's storage."""
 
     ALLOWED = _dt.NUMERIC
     in_place_input = True
@@ -146,6 +146,11 @@ class Unary(OpKernel):
 
     def out_dtype(self, dtype):
         return dtype
+
+
+class Unary(Pointwise):
+    """Element-wise unary operator; parametric ones use unary_param_variants and define
+    ``params``."""
 
     def params(self, ctx: InferContext, dtype: np.dtype) -> tuple:
         """The scalars p, q for inputs computed in ``dtype`` (none for plain operators)."""
@@ -185,21 +190,10 @@ class Unary(OpKernel):
         narrow(out, buf)
 
 
-
-class Binary(OpKernel):
-    """Broadcasting binary operator. Subclasses set ``ALLOWED`` (input dtypes),
-    ``VARIANTS`` (or override ``variants_for``) and optionally ``out_dtype``."""
+class Binary(Pointwise):
+    """Broadcasting binary operator."""
 
     ALLOWED = _dt.NUMERIC | FLOATS
-    in_place_input = True
-    VARIANTS: Variants | None = None
-
-    def variants_for(self, dtype) -> Variants:
-        return self.VARIANTS
-
-    def out_dtype(self, dtype):
-        return dtype
-
     CHANNEL_SLOPE = False       # opset < 7 PRelu: a 1-D second operand runs along axis 1
 
     def infer(self, ctx: InferContext) -> None:

@@ -24,11 +24,11 @@ from __future__ import annotations
 import numpy as np
 
 from ... import dtypes as _dt
+from ..core.floats import FLOATS
+from ..core.pointwise import (unary_variants, Unary, relu_float as _relu_float, scalar_op,
+                              unary_param_variants)
 from ..math import exactmath as _xm
 from ..math.exactmath import expm1 as _own_expm1, swish as _own_swish
-from ..core.pointwise import unary_variants
-from ..core.pointwise import Unary, relu_float as _relu_float, scalar_op, unary_param_variants
-from ..core.floats import FLOATS
 from ..math.vecmath import vgelu, vgelu_tanh, vsigmoid
 
 _FLOATS = FLOATS

@@ -14,12 +14,10 @@ import numpy as np
 from numba import njit
 
 from ... import dtypes as _dt
-from ..gemm import microkernel
-from ..core.pointwise import binary_variants
-from ..math.exactmath import FastExact, pow as _own_pow
-from ..core.pointwise import prepare_binary
-from ..core.pointwise import Binary
 from ..core.floats import FLOATS
+from ..core.pointwise import binary_variants, prepare_binary, Binary
+from ..gemm import microkernel
+from ..math.exactmath import FastExact, pow as _own_pow
 
 
 @njit(cache=True, nogil=True, fastmath=False)

@@ -46,10 +46,10 @@ from numba import njit, prange
 from ... import dtypes as _dt
 from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.floats import FLOAT8, optional_dtype
+from ..core.jit import Variants
 from ..core.pointwise import unary_variants
 from ..tensor.gather import blocks
-from ..core.jit import Variants
-from ..core.floats import FLOAT8, optional_dtype
 
 EXACT = False
 GAP = None      # bound per variant: the sign-exact x - float32(x) for the source type

@@ -13,9 +13,8 @@ import numpy as np
 from ... import dtypes as _dt
 from ..core.base import InferContext, RunContext
 from ..core.broadcast import broadcast_shape
-from ..core.pointwise import binary_variants, unary_variants
-from ..core.pointwise import Binary, Unary, scalar_op
 from ..core.floats import HALF
+from ..core.pointwise import binary_variants, unary_variants, Binary, Unary, scalar_op
 
 _BOOL = np.dtype(np.bool_)
 _STRING = np.dtype(object)

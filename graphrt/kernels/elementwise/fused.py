@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .activations import Relu
 from ..core.base import InferContext, NodeInfo, OpKernel, RunContext
+from .activations import Relu
 
 
 @dataclass(frozen=True)

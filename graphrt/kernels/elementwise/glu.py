@@ -9,11 +9,11 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from .activations import swish_scalar
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import BLOCK, PARALLEL_MIN, put
-from ..core.jit import Variants
 from ..core.floats import FLOATS, compute_dtype, narrow, result_buffer, widen
+from ..core.jit import Variants
+from .activations import swish_scalar
 
 EXACT = False
 OP = None

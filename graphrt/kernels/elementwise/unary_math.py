@@ -17,12 +17,11 @@ import math
 import numpy as np
 
 from ... import dtypes as _dt
-from ..math import exactmath as _xm
-from ..core.pointwise import unary_variants
-from ..core.pointwise import Unary, scalar_op, unary_param_variants
 from ..core.floats import FLOAT8, FLOATS
-from .variadic import maximum, minimum
+from ..core.pointwise import unary_variants, Unary, scalar_op, unary_param_variants
+from ..math import exactmath as _xm
 from ..math.vecmath import verf, vexp, vtanh
+from .variadic import maximum, minimum
 
 _FLOATS = FLOATS
 

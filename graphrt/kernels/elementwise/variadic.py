@@ -16,11 +16,11 @@ import numpy as np
 from numba import njit
 
 from ... import dtypes as _dt
-from .arithmetic import ADD_VARIANTS, FDIV_VARIANTS
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import Walk, broadcast_shape, element_strides
-from ..core.pointwise import binary_variants
 from ..core.floats import FLOATS, compute_dtype, narrow, result_buffer, widen
+from ..core.pointwise import binary_variants
+from .arithmetic import ADD_VARIANTS, FDIV_VARIANTS
 
 
 @njit(cache=True, nogil=True, fastmath=False)

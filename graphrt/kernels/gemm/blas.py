@@ -11,7 +11,7 @@ concurrent callers) and put back when the last one leaves.
 The path exists when scipy and threadpoolctl import and scipy's BLAS is an OpenBLAS whose
 thread count can be set (pthreads or serial build, the scipy wheels' case); otherwise
 ``available()`` is False. graphrt's own micro-kernel (microkernel.py) is the default fast
-path; ``GRAPHRT_GEMM=blas`` chooses this one (matmul.gemm_path).
+path; ``GRAPHRT_GEMM=blas`` chooses this one (product.gemm_path).
 
 Kernel set: OpenBLAS picks its kernels from the CPU when the library loads, unless
 OPENBLAS_CORETYPE names them; ``corename()`` tells which it runs. Fast-mode bits depend on it.

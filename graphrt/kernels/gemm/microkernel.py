@@ -50,6 +50,10 @@ def _vector_bytes() -> int:
 
 
 VBYTES = _vector_bytes()
+# The kernel path, chosen once per process from the CPU's features: the vector width the
+# micro-kernel (and LLVM's code for every other kernel) is built for. Fast-mode bits may
+# depend on it; exact-mode bits never do.
+KERNEL_PATH = {64: "avx512", 32: "avx2"}.get(VBYTES, "generic")
 # Rows of accumulators: 2 * MR vector registers must fit beside 3 more (32 with AVX-512, 16
 # below). Both are compile-time constants of the kernels below.
 MR = 12 if VBYTES == 64 else 6

@@ -1,0 +1,1 @@
+"""Einsum and Det."""

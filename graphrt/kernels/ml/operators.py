@@ -20,13 +20,12 @@ import numpy as np
 from numba import njit, prange
 
 from ... import dtypes as _dt
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
-from ..tensor.gather import Gather, Take, check_range
-from ..core.base import scratch
+from ..core.floats import compute_dtype, narrow, result_buffer, widen
 from ..core.jit import Variants
 from ..core.pointwise import Unary, scalar_op, unary_param_variants
-from ..core.floats import compute_dtype, narrow, result_buffer, widen
+from ..tensor.gather import Gather, Take, check_range
 from ..text.tfidf import find_sorted
 
 EXACT = False

@@ -22,8 +22,8 @@ from ... import dtypes as _dt
 from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import PARALLEL_MIN, put
-from ..core.jit import Variants
 from ..core.floats import HALF, narrow, result_buffer, widen
+from ..core.jit import Variants
 
 EXACT = False
 ADD = None

@@ -12,8 +12,8 @@ variants; the exact variant has no FMA and writes NaN results as the canonical N
 split over images, groups and blocks of output channels, never over the sum, so the bits do
 not depend on the thread count. float16 is computed in float32 and rounded once at the end.
 
-The window geometry (Window, spatial_3d, scratch, Float16) is shared with the pooling,
-ConvTranspose and DeformConv kernels.
+The window geometry and the stride-phase layout (window.py) are shared with the pooling,
+ConvTranspose and DeformConv kernels; the products go through gemm/product.py.
 """
 from __future__ import annotations
 
@@ -24,18 +24,18 @@ import numpy as np
 from numba import njit, prange
 
 from ...threads import ensure_layer
-from ..gemm import microkernel
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
-from .normalization import channel_affine
+from ..core.floats import compute_dtype, narrow, result_buffer, widen
+from ..core.jit import Variants
 from ..core.pointwise import scale_shift_relu
 from ..core.runs import copy_run, zero_run
-from ..core.floats import narrow, result_buffer, widen
-from ..core.jit import Variants
-from .window import (C, D, DD, DH, DW, H, KD, KH, KW, OD, OH, OW, PD, PH, PW, SD, SH, SW, W,
-    Window, ceil_div, check_float, check_rank, geometry, phase_layout, phase_rows, phase_taps,
-    phase_work, split_phases, tap_of)
+from ..gemm import microkernel
 from ..gemm.product import PARALLEL_WORK, Product
+from .normalization import channel_affine
+from .window import (C, D, DD, DH, DW, H, KD, KH, KW, OD, OH, OW, PD, PH, PW, SD, SH, SW, W,
+                     Window, ceil_div, check_float, check_rank, geometry, phase_layout, phase_rows,
+                     phase_taps, phase_work, split_phases, tap_of)
 
 EXACT = False
 BIAS = True
@@ -389,7 +389,7 @@ class Conv(GroupedConv):
         out_size = math.prod(ax.out)
         p.n, p.c, p.m = n, c, m
         p.in_size, p.out_size = math.prod(xs[2:]), out_size
-        p.wdt = np.dtype(np.float32) if dt == np.float16 else dt
+        p.wdt = compute_dtype(dt)
         p.direct = k == 1 and all(s == 1 for s in ax.strides) and not any(ax.begin + ax.end)
         p.col_size = c * k * out_size
         p.chunk = image_chunk(n, 0 if p.direct else p.col_size, p.wdt.itemsize)

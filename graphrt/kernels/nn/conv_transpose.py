@@ -22,14 +22,14 @@ import math
 import numpy as np
 from numba import prange
 
-from ..core.base import InferContext, RunContext
+from ..core.base import InferContext, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
-from .conv import ConvPlan, GroupedConv, image_chunk
-from .window import D, DD, DH, DW, H, KD, KH, KW, OD, OH, OW, PD, PH, PW, SD, SH, SW, W, Axes, check_float, check_rank, geometry
-from ..gemm.product import Product
-from ..core.base import scratch
-from ..core.floats import narrow, result_buffer, widen
+from ..core.floats import compute_dtype, narrow, result_buffer, widen
 from ..core.jit import Variants
+from ..gemm.product import Product
+from .conv import ConvPlan, GroupedConv, image_chunk
+from .window import (D, DD, DH, DW, H, KD, KH, KW, OD, OH, OW, PD, PH, PW, SD, SH, SW, W, Axes,
+                     check_float, check_rank, geometry)
 
 EXACT = False
 
@@ -151,7 +151,7 @@ class ConvTranspose(GroupedConv):
         k = math.prod(ax.kernel)
         p.n, p.c, p.m = n, c, m
         p.in_size, p.out_size = math.prod(xs[2:]), math.prod(ax.out)
-        p.wdt = np.dtype(np.float32) if dt == np.float16 else dt
+        p.wdt = compute_dtype(dt)
         p.col_size = m * k * p.in_size
         p.chunk = image_chunk(n, p.col_size, p.wdt.itemsize)
         cg = c // g

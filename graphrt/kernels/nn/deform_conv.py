@@ -19,14 +19,13 @@ import numpy as np
 from numba import njit, prange
 
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
+from ..core.floats import compute_dtype, narrow, result_buffer, widen
+from ..core.jit import Variants
+from ..gemm.product import Product
 from .conv import ADD_BIAS, image_chunk
 from .window import C, DH, DW, H, KH, KW, OH, OW, PH, PW, SH, SW, W, Window, check_float, geometry
-from ..gemm.product import Product
-from ..core.base import scratch
-from ..core.floats import narrow, result_buffer, widen
-from ..core.jit import Variants
 
 EXACT = False
 _FAR = 2.0 ** 40
@@ -139,7 +138,7 @@ class DeformConv(OpKernel):
         p.geo = geometry(c, xs[2:], ax)
         p.n, p.c, p.m, p.groups = n, c, m, og
         p.in_size, p.out_size = math.prod(xs[2:]), math.prod(ax.out)
-        p.wdt = np.dtype(np.float32) if dt == np.float16 else dt
+        p.wdt = compute_dtype(dt)
         p.col_size = c * k * p.out_size
         p.chunk = image_chunk(n, p.col_size, p.wdt.itemsize)
         mg = m // g

@@ -15,11 +15,11 @@ import numpy as np
 from numba import njit, prange
 
 from ... import dtypes as _dt
-from ..math import exactmath
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import PARALLEL_MIN, put
-from ..core.floats import narrow, result_buffer, widen
+from ..core.floats import compute_dtype, narrow, result_buffer, widen
 from ..core.jit import Variants
+from ..math import exactmath
 
 EXACT = False
 POW = None
@@ -84,7 +84,7 @@ class LRN(OpKernel):
             ctx.fail(f"X of shape {list(xs)} needs a batch and a channel axis")
         ctx.set_output(0, dt, xs)
         planes = xs[0] * xs[1]
-        wide = np.dtype(np.float32) if dt == np.float16 else dt
+        wide = compute_dtype(dt)
         parallel = math.prod(xs) * self.size >= PARALLEL_MIN and planes > 1
         variants = _LRN_075 if self.beta == 0.75 and not ctx.exact else _LRN
         ctx.prepared = (xs[1], math.prod(xs[2:]), planes, wide, variants.get(ctx.exact, parallel))

@@ -19,9 +19,8 @@ import numpy as np
 from numba import njit
 
 from ...errors import ErrorKind
-from ..core.base import OpKernel, RunContext
+from ..core.base import OpKernel, RunContext, scratch
 from ..core.jit import Variants
-from ..core.base import scratch
 
 EXACT = False
 F32 = np.dtype(np.float32)

@@ -27,14 +27,13 @@ from numba import njit, prange
 
 from ... import dtypes as _dt
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
-from ..elementwise.arithmetic import Add, Div, Mul, Sub
+from ..core.floats import F32, compute_dtype, run_wide
 from ..core.jit import Variants
 from ..core.pointwise import scale_shift_relu
+from ..elementwise.arithmetic import Add, Div, Mul, Sub
 from ..reduce.reduce import offset_of, split_axes
-from ..core.base import scratch
-from ..core.floats import F32, compute_dtype, run_wide
 
 EXACT = False
 MODE = 0

@@ -33,11 +33,12 @@ from ...threads import ensure_layer
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
 
-from .window import D, DD, DH, DW, H, OD, OH, OW, PD, PH, PW, SD, SH, SW, W, Axes, Window, check_rank, copy_phases, geometry, phase_layout, phase_rows, phase_taps
-from ..core.floats import narrow, result_buffer, widen
-from ..core.runs import copy_run
+from ..core.floats import compute_dtype, narrow, result_buffer, widen
 from ..core.jit import Variants
+from ..core.runs import copy_run
 from ..core.words import numeric_word
+from .window import (D, DD, DH, DW, H, OD, OH, OW, PD, PH, PW, SD, SH, SW, W, Axes, Window,
+                     check_rank, copy_phases, geometry, phase_layout, phase_rows, phase_taps)
 
 EXACT = False
 KIND = 0
@@ -316,7 +317,7 @@ class _Pool(OpKernel):
         p.aux_ind[_HAS_IND] = 1
         p.planes = xs[0] * xs[1]
         size = math.prod(out) * math.prod(ax.kernel)
-        wide = np.dtype(np.float32) if dt == np.float16 else dt
+        wide = compute_dtype(dt)
         p.zero = wide.type(0)
         p.fn = self.VARIANTS.get(ctx.exact and self.VARIANTS is not _MAX,
                                  size >= PARALLEL_MIN and p.planes > 1)

@@ -41,9 +41,8 @@ from numba import prange
 
 from ... import dtypes as _dt
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
-from ..core.base import scratch
 from ..core.jit import Variants
 from ..core.words import numeric_word
 from ..tensor.views import unique_axes

@@ -24,7 +24,7 @@ from ... import dtypes as _dt
 from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import PARALLEL_MIN, put
-from ..core.floats import narrow, result_buffer, widen
+from ..core.floats import compute_dtype, narrow, result_buffer, widen
 from ..core.jit import Variants
 
 EXACT = False
@@ -137,7 +137,7 @@ class RoiAlign(OpKernel):
             ctx.fail(f"rois {list(rs)} must be [R, 4] and batch_indices {list(bs)} [R]")
         out = (rs[0], xs[1], self.oh, self.ow)
         ctx.set_output(0, dt, out)
-        wide = np.dtype(np.float32) if dt == np.float16 else dt
+        wide = compute_dtype(dt)
         tasks = rs[0] * xs[1]
         fn = _ROI_ALIGN.get(ctx.exact, math.prod(out) * max(self.ratio, 2) ** 2 >= PARALLEL_MIN
                             and tasks > 1)

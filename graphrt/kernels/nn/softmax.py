@@ -26,10 +26,10 @@ from numba import njit, prange
 from ... import dtypes as _dt
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import PARALLEL_MIN
-from ..math.exactmath import FastExact, exp as _own_exp, log as _own_log
-from ..core.jit import FAST_MATH, Variants
-from ..math.vecmath import vexp
 from ..core.floats import run_wide
+from ..core.jit import FAST_MATH, Variants
+from ..math.exactmath import FastExact, exp as _own_exp, log as _own_log
+from ..math.vecmath import vexp
 
 EXACT = False
 ROW = None

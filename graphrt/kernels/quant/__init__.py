@@ -1,0 +1,1 @@
+"""Linear quantization and the integer products."""

@@ -19,7 +19,7 @@ DynamicQuantizeLinear: scale = (max(0, max x) - min(0, min x)) / 255 (1/255 when
 0), zero_point = rint(clamp(-min / scale, 0, 255)), y as QuantizeLinear to uint8.
 
 MatMulInteger, ConvInteger: (a - a_zero_point) (*) (b - b_zero_point) in int32 (per-row /
-per-column, per-output-channel zero points), the product through matmul.py's kernel, the
+per-column, per-output-channel zero points), the product through gemm/product.py, the
 convolution a direct loop (``_conv``). QLinearMatMul, QLinearConv requantize that int32 result:
 y = saturate(rint(float64(acc) * m + y_zero_point)) with m = a_scale * b_scale / y_scale
 computed in the scales' type (numpy), per tensor or per output column/channel.
@@ -37,9 +37,9 @@ from ... import dtypes as _dt
 from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN, broadcast_shape
-from ..gemm.product import Product, batch_offsets
 from ..core.floats import BF16, F16, F32, F64, FLOAT8, optional_dtype, round_to, widen
 from ..core.jit import Variants
+from ..gemm.product import Product, batch_offsets
 from ..nn.window import Window
 
 EXACT = False

@@ -27,10 +27,9 @@ from numba import njit
 
 from ... import dtypes as _dt
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.floats import compute_dtype, F16, F32, run_wide
 from ..core.jit import Variants
-from ..core.base import scratch
-from ..core.floats import F16, F32, run_wide
 
 EXACT = False
 
@@ -146,7 +145,7 @@ class _Distribution(_Random):
     def run(self, ctx: RunContext) -> None:
         out = ctx.flat_out[0]
         u = self.draw(self.state(), out.size)
-        ct = F32 if out.dtype == F16 else out.dtype
+        ct = compute_dtype(out.dtype)
         s, b = (np.array([v], ct) for v in self.scale_shift)
         run_wide(ctx, lambda ins, outs: ctx.prepared(u, outs[0], s, b))
 

@@ -1,0 +1,1 @@
+"""Reductions: the Reduce family, ArgMax/ArgMin, TopK, CumSum/CumProd."""

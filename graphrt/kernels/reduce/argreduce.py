@@ -14,13 +14,12 @@ import numpy as np
 from numba import njit, prange
 
 from ... import dtypes as _dt
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import BLOCK, PARALLEL_MIN, task_span
-from ..tensor.gather import normalize_axis
-from ..core.jit import Variants
-from .reduce import COLUMN_BLOCK
-from ..core.base import scratch
 from ..core.floats import compute_dtype, run_wide
+from ..core.jit import Variants
+from ..tensor.gather import normalize_axis
+from .reduce import COLUMN_BLOCK
 
 EXACT = False
 MAX = True

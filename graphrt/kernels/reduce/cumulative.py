@@ -13,12 +13,12 @@ import math
 import numpy as np
 from numba import prange
 
-from .argreduce import line_blocks
-from ..elementwise.arithmetic import add_scalar, mul_scalar
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import put, task_span
-from ..core.jit import Variants
 from ..core.floats import compute_dtype, run_wide
+from ..core.jit import Variants
+from ..elementwise.arithmetic import add_scalar, mul_scalar
+from .argreduce import line_blocks
 
 EXACT = False
 OP = None

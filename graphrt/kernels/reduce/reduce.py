@@ -29,9 +29,9 @@ from numba import njit, prange
 from ... import dtypes as _dt
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import BLOCK, PARALLEL_MIN
-from ..math.exactmath import FastExact, exact_twin, exp as XEXP, log as XLOG
 from ..core.floats import F16, F64, compute_dtype, run_wide
 from ..core.jit import Variants
+from ..math.exactmath import FastExact, exact_twin, exp as XEXP, log as XLOG
 
 EXACT = False
 MAP = None

@@ -17,12 +17,11 @@ import numpy as np
 from numba import njit, prange
 
 from ... import dtypes as _dt
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
-from ..tensor.gather import normalize_axis
-from ..core.jit import Variants
-from ..core.base import scratch
 from ..core.floats import run_wide
+from ..core.jit import Variants
+from ..tensor.gather import normalize_axis
 
 EXACT = False
 

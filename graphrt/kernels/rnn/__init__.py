@@ -1,0 +1,1 @@
+"""RNN, GRU and LSTM."""

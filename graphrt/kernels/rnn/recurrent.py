@@ -19,7 +19,7 @@ steps backwards, "bidirectional" does both (direction index 0 forward, 1 reverse
 sequence_lens, batch entry b runs its first sequence_lens[b] steps only: Y is 0 after them
 and Y_h (Y_c) hold the state after the last step run.
 
-x W^T for all steps is one product through matmul.py's kernel; each step then takes h R^T
+x W^T for all steps is one product (gemm/product.py); each step then takes h R^T
 for every (direction, batch entry) as one more product (k ascending, R transposed once per
 run) and finishes the gates in one task per (direction, batch entry). The exact variant takes
 its tanh, sigmoid, expm1 and softplus from graphrt's own exactmath (no libm, no FMA) and writes
@@ -31,11 +31,11 @@ import numpy as np
 from numba import njit, prange
 
 from ...errors import ErrorKind
-from ..math import exactmath
 from ..core.base import InferContext, OpKernel, RunContext, scratch
-from ..gemm.product import Product
 from ..core.floats import FLOATS, compute_dtype, widen
 from ..core.jit import Variants
+from ..gemm.product import Product
+from ..math import exactmath
 
 EXACT = False
 ACT = None

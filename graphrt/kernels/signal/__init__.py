@@ -1,0 +1,1 @@
+"""DFT, STFT, window functions and MelWeightMatrix."""

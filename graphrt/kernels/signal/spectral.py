@@ -48,11 +48,10 @@ from numba import njit, prange
 
 from ... import dtypes as _dt
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
-from ..core.jit import Variants
-from ..core.base import scratch
 from ..core.floats import run_wide
+from ..core.jit import Variants
 
 EXACT = False
 TAU = 2.0 * math.pi

@@ -15,11 +15,11 @@ from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
 from ..core.fill import Fill
-from .expand import shape_input
-from .gather import blocks, normalize_axis
-from ..core.words import word_of
 from ..core.floats import HALF
 from ..core.jit import Variants
+from ..core.words import word_of
+from .expand import shape_input
+from .gather import blocks, normalize_axis
 
 
 EXACT = False

@@ -20,9 +20,9 @@ from numba import prange
 
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import BLOCK, PARALLEL_MIN, broadcast_shape, element_strides
-from .gather import Window, c_strides, normalize_axis
-from ..core.words import word_of
 from ..core.jit import Variants
+from ..core.words import word_of
+from .gather import Window, c_strides, normalize_axis
 
 EXACT = False
 

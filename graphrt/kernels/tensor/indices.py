@@ -9,9 +9,9 @@ import numpy as np
 from numba import njit
 
 from ..core.base import OpKernel, RunContext, scratch
-from .gather import Take, Window, normalize_axis
 from ..core.jit import Variants
 from ..core.words import numeric_word
+from .gather import Take, Window, normalize_axis
 
 
 EXACT = False

@@ -19,13 +19,14 @@ from numba import njit
 
 from ... import dtypes as _dt
 from ...errors import ErrorKind
-from ..elementwise.arithmetic import add_scalar, mul_scalar
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import put, row_offset
-from .gather import along, check_range, check_tuples, data_and_indices, elements_layout, nd_layout, nd_offset, normalize_axis
-from ..core.words import word_of
 from ..core.jit import Variants
+from ..core.words import word_of
+from ..elementwise.arithmetic import add_scalar, mul_scalar
 from ..elementwise.variadic import maximum, minimum
+from .gather import (along, check_range, check_tuples, data_and_indices, elements_layout,
+                     nd_layout, nd_offset, normalize_axis)
 
 EXACT = False
 OP = None

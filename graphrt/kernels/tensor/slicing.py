@@ -15,10 +15,10 @@ from ... import dtypes as _dt
 from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import PARALLEL_MIN
+from ..core.jit import Variants
+from ..core.words import word_of
 from .expand import AxisMaps, pad_map, zero_of
 from .gather import Take, Window, c_strides, normalize_axis
-from ..core.words import word_of
-from ..core.jit import Variants
 from .views import unique_axes
 
 EXACT = False

@@ -1,0 +1,1 @@
+"""String operators and TfIdfVectorizer."""

@@ -21,9 +21,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
-from ..core.base import scratch
 from ..core.jit import Variants
 
 EXACT = False

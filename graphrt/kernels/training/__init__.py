@@ -1,0 +1,1 @@
+"""The ai.onnx.preview.training operators: optimisers and Gradient."""

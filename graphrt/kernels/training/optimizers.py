@@ -22,10 +22,9 @@ import math
 
 import numpy as np
 
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import put
 from ..core.jit import Variants
-from ..core.base import scratch
 
 EXACT = False
 _FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})

@@ -11,8 +11,9 @@ segment instead of Python once per step, and the source depends on the kernels a
 of their arguments only: all input shapes of a model share one compiled module (the number
 of modules a process compiles stays bounded however many shapes it sees).
 
-The source names each kernel by its qualified name (jit.Variants puts a hash of the bound
-helpers there) and a hash of its source, and the module is written once to a file named by
+The source names each kernel by its module, its qualified name (jit.Variants puts a hash of
+the bound helpers there) and a hash of its source -- numba's cached code refers to the
+kernel's module, so a kernel that moves must rename the file -- and the module is written once to a file named by
 the hash of its text, under GRAPHRT_CACHE_DIR (default ~/.cache/graphrt/schedules), so numba's
 on-disk cache serves it to later processes. Building and compiling start on a background
 thread at a plan's second run (a plan used once is not worth compiling); until they are
@@ -187,7 +188,7 @@ def _source(calls, slab):
         if kernels.setdefault(name, disp) is not disp:
             name += f"_{len(kernels)}"
             kernels[name] = disp
-        tags.append(f"{name}:{_source_hash(disp)}")
+        tags.append(f"{name}:{disp.py_func.__module__}:{_source_hash(disp)}")
         parts = []
         for a in args:
             if isinstance(a, np.ndarray):

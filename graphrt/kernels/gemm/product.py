@@ -146,7 +146,7 @@ _GEMM_PACKED = Variants(_product, "gemm_packed", parallel=True, GEMM=True, EPILO
                         SCALE=_scale, PACKED=True)
 
 
-# ---------------------------------------------------------------- fast mode: BLAS tiles
+# ------------------------------------- tiles: the micro-kernel (both modes) or the BLAS (fast)
 
 BLAS_MIN_WORK = 1 << 17     # multiply-adds from which a product goes to the BLAS: below,
                             # the call's fixed cost (a few us) outweighs its speed
@@ -407,6 +407,7 @@ def batch_offsets(shape, batch, matrix_size) -> np.ndarray:
     """Element offset of each batch matrix of a C-contiguous operand, in output batch order."""
     index = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
     return np.broadcast_to(index, batch).reshape(-1) * matrix_size
+
 
 # ----------------------------------------------------------------------- the product API
 

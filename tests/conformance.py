@@ -14,6 +14,7 @@ import numpy as np
 
 import graphrt
 
+RESULTS: dict = {}      # case name -> None (passed) or why not; filled by test_onnx_backend
 XFAIL_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "conformance_xfail.txt")
 
 

@@ -1,5 +1,5 @@
 def pytest_terminal_summary(terminalreporter):
-    from .test_onnx_backend import RESULTS
+    from .conformance import RESULTS
     if RESULTS:
         for label, keep in (("node cases", lambda n: "/" not in n), ("data-folder cases", lambda n: "/" in n)):
             ran = {n: r for n, r in RESULTS.items() if keep(n)}

@@ -95,3 +95,35 @@ def shapes_model() -> onnx.ModelProto:
         n("Cast", ["c"], ["y"], to=TensorProto.FLOAT),
     ]
     return make(nodes, [tensor("x", F, ["b", 3, 4])], [tensor("y", F, ["b", 24])], name="shapes")
+
+
+def exact_model(d=96, h=160):
+    """Uses every exact-capable operator: Gemm, MatMul, Add, Mul, Relu, Reshape, Identity,
+    Constant. Sizes are large enough for the parallel kernels to run."""
+    rng = np.random.default_rng(7)
+    n = helper.make_node
+    inits = [const("W1", rng.standard_normal((d, h)).astype(np.float32)),
+             const("b1", rng.standard_normal(h).astype(np.float32)),
+             const("W2", rng.standard_normal((h, d)).astype(np.float32)),
+             const("shape", np.array([-1, d], np.int64))]
+    nodes = [n("Gemm", ["x", "W1", "b1"], ["g"], alpha=0.7, beta=1.3),
+             n("Relu", ["g"], ["r"]),
+             n("MatMul", ["r", "W2"], ["m"]),
+             n("Constant", [], ["c"], value=helper.make_tensor("c", F, [1], [0.5])),
+             n("Mul", ["m", "c"], ["s"]),
+             n("Add", ["s", "x"], ["t"]),
+             n("Reshape", ["t", "shape"], ["u"]),
+             n("Identity", ["u"], ["y"])]
+    return make(nodes, [tensor("x", F, ["b", d])], [tensor("y", F, ["b", d])], inits)
+
+
+def custom_model(beta=1.5, lo=-0.5, hi=0.75):
+    """Relu, com.example Swish2, Add and com.example Clamp (helpers.OPS runs them)."""
+    n = helper.make_node
+    model = make([n("Relu", ["x"], ["r"]),
+                  n("Swish2", ["x"], ["s"], domain="com.example", beta=beta),
+                  n("Add", ["r", "s"], ["t"]),
+                  n("Clamp", ["t"], ["y"], domain="com.example", lo=lo, hi=hi)],
+                 [tensor("x", F, ["n", 5])], [tensor("y", F, ["n", 5])])
+    model.opset_import.append(helper.make_opsetid("com.example", 1))
+    return model

@@ -52,7 +52,7 @@ def test_allocating_form_is_visible_to_the_measure():
 def test_warm_parallel_run_allocates_no_tensor_buffers():
     """At 2 threads with tensors above the parallel threshold, the prange dispatch and the
     kernels allocate nothing of tensor size either (what Python's allocator sees)."""
-    from .test_exact import exact_model
+    from .models import exact_model
     model = graphrt.load(exact_model(), intra_op_threads=2)
     x = np.random.default_rng(1).standard_normal((700, 96)).astype(np.float32)
     out = np.empty(x.size, np.float32)

@@ -1,10 +1,8 @@
 """Custom operators from Python: an OpDef for a custom domain with an njit kernel, an infer
-function and flags, in a table of the user's own; graphrt's table stays as it was."""
-import math
-
+function and flags, in a table of the user's own; graphrt's table stays as it was (the
+com.example operators are helpers.OPS, their model models.custom_model)."""
 import numpy as np
 import pytest
-from numba import njit
 from onnx import helper
 
 import graphrt
@@ -12,74 +10,8 @@ from graphrt import ErrorKind, SessionError
 from graphrt.kernels.table import DEFAULT
 
 from . import models
-
-FLOATS = {np.dtype(np.float32), np.dtype(np.float64)}
-
-
-@njit(cache=True, nogil=True)
-def _swish(x, beta, out):
-    for i in range(x.size):
-        out[i] = x[i] / (1.0 + math.exp(-beta * x[i]))
-
-
-class Swish2(graphrt.OpKernel):
-    """com.example Swish2(x; beta) = x * sigmoid(beta * x), element-wise."""
-
-    in_place_input = True
-    infer_calls = 0
-
-    def __init__(self, node):
-        super().__init__(node)
-        self.beta = float(node.attr("beta", 1.0))
-
-    def infer(self, ctx):
-        type(self).infer_calls += 1
-        dt = ctx.check_dtype(0, FLOATS)
-        ctx.set_output(0, dt, ctx.shape(0))
-
-    def run(self, ctx):
-        x = ctx.flat_in[0]
-        _swish(x, x.dtype.type(self.beta), ctx.flat_out[0])
-
-
-@njit(cache=True, nogil=True)
-def _clamp(x, lo, hi, out):
-    for i in range(x.size):
-        v = x[i]
-        out[i] = lo if v < lo else (hi if v > hi else v)
-
-
-class Clamp(graphrt.OpKernel):
-    """com.example Clamp(x; lo, hi): compares and selects only, so it may run in exact mode."""
-
-    supports_exact = True
-
-    def infer(self, ctx):
-        dt = ctx.check_dtype(0, FLOATS)
-        lo, hi = self.node.attr("lo", -1.0), self.node.attr("hi", 1.0)
-        if not lo <= hi:
-            ctx.fail(f"lo ({lo}) must not exceed hi ({hi})")
-        ctx.set_output(0, dt, ctx.shape(0))
-        ctx.prepared = (dt.type(lo), dt.type(hi))
-
-    def run(self, ctx):
-        lo, hi = ctx.prepared
-        _clamp(ctx.flat_in[0], lo, hi, ctx.flat_out[0])
-
-
-OPS = graphrt.custom_operators(graphrt.OpDef("com.example", "Swish2", 1, None, Swish2),
-                               graphrt.OpDef("com.example", "Clamp", 1, None, Clamp))
-
-
-def custom_model(beta=1.5, lo=-0.5, hi=0.75):
-    n = helper.make_node
-    model = models.make([n("Relu", ["x"], ["r"]),
-                         n("Swish2", ["x"], ["s"], domain="com.example", beta=beta),
-                         n("Add", ["r", "s"], ["t"]),
-                         n("Clamp", ["t"], ["y"], domain="com.example", lo=lo, hi=hi)],
-                        [models.tensor("x", models.F, ["n", 5])], [models.tensor("y", models.F, ["n", 5])])
-    model.opset_import.append(helper.make_opsetid("com.example", 1))
-    return model
+from .helpers import OPS, Swish2
+from .models import custom_model
 
 
 def reference(x, beta=1.5, lo=-0.5, hi=0.75):

@@ -8,27 +8,7 @@ from onnx import helper
 import graphrt
 from graphrt.plan.execute import execute
 
-from .models import F, const, make, tensor
-
-
-def exact_model(d=96, h=160):
-    """Uses every exact-capable operator: Gemm, MatMul, Add, Mul, Relu, Reshape, Identity,
-    Constant. Sizes are large enough for the parallel kernels to run."""
-    rng = np.random.default_rng(7)
-    n = helper.make_node
-    inits = [const("W1", rng.standard_normal((d, h)).astype(np.float32)),
-             const("b1", rng.standard_normal(h).astype(np.float32)),
-             const("W2", rng.standard_normal((h, d)).astype(np.float32)),
-             const("shape", np.array([-1, d], np.int64))]
-    nodes = [n("Gemm", ["x", "W1", "b1"], ["g"], alpha=0.7, beta=1.3),
-             n("Relu", ["g"], ["r"]),
-             n("MatMul", ["r", "W2"], ["m"]),
-             n("Constant", [], ["c"], value=helper.make_tensor("c", F, [1], [0.5])),
-             n("Mul", ["m", "c"], ["s"]),
-             n("Add", ["s", "x"], ["t"]),
-             n("Reshape", ["t", "shape"], ["u"]),
-             n("Identity", ["u"], ["y"])]
-    return make(nodes, [tensor("x", F, ["b", d])], [tensor("y", F, ["b", d])], inits)
+from .models import F, exact_model, make, tensor
 
 
 def special_values(shape, seed):

@@ -152,3 +152,32 @@ def test_shapes_share_the_generated_modules(cache_dir):
         assert sess.run(None, {"x": x})[0].tobytes() == want.tobytes()
         files.append(sorted(p.name for p in cache_dir.glob("graphrt_sched_*.py")))
     assert files[0] == files[1] == files[2] and len(files[0]) == 2
+
+
+def test_schedule_files_name_each_kernels_module(cache_dir):
+    """numba's cached code for a schedule refers to the modules of the kernels it calls, so
+    the file a schedule is cached under must change when a kernel moves to another module:
+    the generated source names each kernel's module (a cache written by an older layout
+    then misses instead of failing to load)."""
+    sess = graphrt.Session(chain_model())
+    x = np.random.default_rng(2).standard_normal((4, 24)).astype(np.float32)
+    sess.run(None, {"x": x})
+    plan = compiled(sess)
+    assert plan.jit is not None
+    files = [f for f in os.listdir(cache_dir) if f.endswith(".py")]
+    assert files
+    contexts = plan_contexts(sess)
+    modules = {plan.steps[i].node.kernel.jit_call(contexts[i])[0].py_func.__module__
+               for g in plan.jit.segments for i in range(g.start, g.stop)
+               if not plan.steps[i].view}
+    assert modules
+    text = "".join(open(os.path.join(cache_dir, f)).read() for f in files)
+    for module in modules:
+        assert f":{module}:" in text
+
+
+def plan_contexts(sess):
+    (key, entry), = sess._plans._entries
+    state = entry.take()
+    entry.give(state)
+    return state.contexts

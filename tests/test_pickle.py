@@ -8,7 +8,8 @@ import pytest
 import graphrt
 
 from . import models
-from .test_custom_ops import OPS, custom_model
+from .helpers import OPS
+from .models import custom_model
 
 
 def x_rows(n=9):

@@ -1,13 +1,15 @@
-"""The slab planner: a property test over random step lists, and the checked mode catching a
-planted stale read."""
+"""The slab planner: a property test over random step lists, the checked mode catching a
+planted stale read, and a dynamic view keeping its source's block alive."""
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from onnx import helper
+from onnx import TensorProto, helper
 
 import graphrt
+from graphrt import SessionOptions
 from graphrt.plan.memory import plan_slab
 
+from .helpers import uniform
 from .models import F, make, tensor
 
 
@@ -114,3 +116,18 @@ def test_checked_mode_catches_a_stale_read(monkeypatch):
     got = planted.run(None, {"x": x})[0]
     assert not np.array_equal(got, expected)
     assert np.isnan(got).all()           # the stale read saw the poison
+
+
+def test_dynamic_view_keeps_its_source_alive():
+    # k2 = Unsqueeze(k, axes) with axes a graph input is a dynamic view of k's slab block;
+    # k's block must not be reused (here by a) while k2 is still read.
+    n = helper.make_node
+    nodes = [n("Neg", ["x"], ["k"]), n("Unsqueeze", ["k", "axes"], ["k2"]),
+             n("Add", ["x", "x"], ["a"]), n("Mul", ["a", "k2"], ["y"])]
+    model = make(nodes, [tensor("x", TensorProto.FLOAT, [64]),
+                         tensor("axes", TensorProto.INT64, [1])],
+                 [tensor("y", TensorProto.FLOAT, None)], opset=17)
+    x = uniform((64,))
+    got = graphrt.Session(model, SessionOptions(optimization_level="none")).run(
+        None, {"x": x, "axes": np.array([0], np.int64)})[0]
+    np.testing.assert_allclose(got, ((x + x) * -x)[None], rtol=1e-6)

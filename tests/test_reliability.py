@@ -12,8 +12,7 @@ import graphrt
 from graphrt import ErrorKind, SessionError
 
 from . import models
-from .models import F, const, make, tensor
-from .test_exact import exact_model
+from .models import F, const, exact_model, make, tensor
 
 
 def rss_bytes() -> int:

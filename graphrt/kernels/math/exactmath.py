@@ -4,7 +4,7 @@ Every function here is built only from IEEE-754 operations that are correctly ro
 comparisons), conversions between float64 and int64, and exact scaling by powers of two
 (writing a double's exponent bits), evaluated in one fixed order, compiled without fast-math
 (so without FMA contraction). No libm, no numba math intrinsic: the bits are the same on every
-machine, math library and instruction set (tests/test_exactmath.py runs them on numba's
+machine, math library and instruction set (tests/ops/math/test_exactmath.py runs them on numba's
 generic x86-64 target too).
 
 The public functions (exp, expm1, log, log1p, tanh, sigmoid, erf, erfc, softplus, mish, gelu,
@@ -15,7 +15,7 @@ rounding boundary (none seen in 20,000 samples per function: max error 0.5 ulp).
 max errors measured against mpmath over 20,000 random and edge values per function: at most
 0.505 ulp for exp, log, log1p, sigmoid, softplus, mish, gelu_tanh, swish and pow; expm1 0.54,
 tanh 0.60, erfc 0.79, gelu 0.82, erf 0.84 (docs/exact-mode.md has the table,
-tests/test_exactmath.py the bounds). Subnormal results may be off by one subnormal ulp (their
+tests/ops/math/test_exactmath.py the bounds). Subnormal results may be off by one subnormal ulp (their
 last scaling rounds a second time).
 
 Special values follow C99 Annex F (NaN in, NaN out; log(0) = -inf; log(x < 0) = NaN; exp(-inf)

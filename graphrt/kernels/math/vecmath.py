@@ -20,7 +20,7 @@ to libm unchanged (``vexp`` and the others are overloaded on the argument's type
 
 Both sides of every case are computed and one is selected (no branch, which would keep the
 loop scalar). Errors against float64 libm, measured over 2^20 arguments spread over the
-float32 range and the special values: see tests/test_vecmath.py (at most 1 ulp of float32).
+float32 range and the special values: see tests/ops/math/test_vecmath.py (at most 1 ulp of float32).
 """
 from __future__ import annotations
 

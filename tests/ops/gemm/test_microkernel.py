@@ -1,0 +1,187 @@
+"""graphrt's fast-mode GEMM micro-kernel (graphrt/kernels/gemm/microkernel.py): values against a
+float64 product, and the promise that an element's bits depend on its row of A, its column
+of B and K only — not on M, N, where the tile cuts, the operand layout or the path taken."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import graphrt
+from graphrt.kernels.gemm import microkernel as mk
+
+from ...helpers import model_of
+
+SHAPES = [(1, 1, 1), (1, 7, 5), (13, 7, 37), (12, 256, 32), (25, 300, 70), (3, 513, 100),
+          (40, 0, 9), (97, 1031, 45), (2, 64, 600), (20, 300, 45), (16, 70, 33), (28, 9, 64),
+          # last panels of 5 to 11 rows: a piece of 8 or 4 rows, then the last four again
+          (10, 300, 45), (22, 40, 70), (7, 520, 33), (17, 9, 64), (35, 257, 96)]
+
+
+def tile_product(exact):
+    return mk.tile_product_exact if exact else mk.tile_product_fast
+
+
+def product(a, b, *, transposed_b=False, exact=False, table=False):
+    m, k = a.shape
+    n = b.shape[0] if transposed_b else b.shape[1]
+    out = np.full(m * n, np.nan, a.dtype)
+    ap, bp, cb = mk.carve(mk.work_for(out.dtype)[0], m, n, k)
+    plain = (out, 0, 0, 0)        # no epilogue
+    if transposed_b:    # b holds B^T (n, k): B[k, j] at j * k + k
+        tile_product(exact)(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, 1, k, out, 0, n, m, n, k,
+                        ap, bp, cb, exact, mk.NO_TABLE, plain)
+    elif table:         # B's rows in reverse order, n + 3 apart, found through the table
+        src = np.full((k, n + 3), np.nan, a.dtype)
+        src[::-1, 2:n + 2] = b
+        tab = np.arange(k - 1, -1, -1, dtype=np.int64) * (n + 3) + 2
+        tile_product(exact)(a.reshape(-1), 0, k, 1, src.reshape(-1), 0, 0, 1, out, 0, n, m, n, k,
+                        ap, bp, cb, exact, tab, plain)
+    else:
+        tile_product(exact)(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, n, 1, out, 0, n, m, n, k,
+                        ap, bp, cb, exact, mk.NO_TABLE, plain)
+    return out.reshape(m, n)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("m,k,n", SHAPES)
+def test_values_and_layouts(m, k, n, dt):
+    rng = np.random.default_rng(m * 1000 + k + n)
+    a = rng.standard_normal((m, k)).astype(dt)
+    b = rng.standard_normal((k, n)).astype(dt)
+    y = product(a, b)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    tol = 1e-5 if dt == np.float32 else 1e-13
+    np.testing.assert_allclose(y, want, rtol=tol, atol=tol * max(1, np.sqrt(k)))
+    # B transposed in memory (packed panels, or the few-rows path): the same bits
+    assert product(a, np.ascontiguousarray(b.T), transposed_b=True).tobytes() == y.tobytes()
+    # B's rows found through a table (the implicit-GEMM convolution): the same bits
+    for exact in (False, True):
+        assert product(a, b, table=True, exact=exact).tobytes() == \
+            product(a, b, exact=exact).tobytes()
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_bits_do_not_depend_on_m_n_or_position(dt):
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((50, 700)).astype(dt)
+    b = rng.standard_normal((700, 90)).astype(dt)
+    full = product(a, b)
+    for i in (0, 11, 12, 49):           # alone, at a panel's last row, first row, the edge
+        assert product(a[i:i + 1], b).tobytes() == full[i:i + 1].tobytes()
+    assert product(a[5:30], b[:, 3:70]).tobytes() == \
+        np.ascontiguousarray(full[5:30, 3:70]).tobytes()
+    for i0, i1 in ((1, 11), (3, 10), (0, 21)):     # last panels of 10, 7 and 9 rows (K > KC)
+        assert product(a[i0:i1], b).tobytes() == full[i0:i1].tobytes()
+
+
+def test_identical_rows_give_identical_results():
+    """onnx's light models have constant weights: their channels must tie exactly."""
+    rng = np.random.default_rng(2)
+    w = np.full((100, 300), 0.0123, np.float32)
+    x = rng.standard_normal((300, 169)).astype(np.float32)
+    y = product(w, x)
+    assert (y == y[0]).all()
+
+
+def test_conv_channels_with_equal_weights_tie_in_fast_mode():
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 16, 13, 13)).astype(np.float32)
+    w = np.full((40, 16, 3, 3), 0.05, np.float32)
+    model = model_of("Conv", {"X": x, "W": w}, [("Y", np.float32)], {"pads": [1, 1, 1, 1]})
+    y = graphrt.Session(model).run(None, {"X": x, "W": w})[0]
+    assert (y == y[:, :1]).all()
+
+
+@pytest.mark.parametrize("group,stride,pads", [(1, 1, 1), (2, 2, 0), (1, 3, 2)])
+def test_conv_tiles_equal_the_whole_image_path(group, stride, pads, monkeypatch):
+    """A large Conv unfolds blocks of output positions per task (conv._conv_tiles); the bits
+    are the whole-image column matrix's, at 1 and 2 threads."""
+    from graphrt.kernels.nn import conv
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((2, 16, 150, 150)).astype(np.float32)
+    w = rng.standard_normal((24, 16 // group, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(24).astype(np.float32)
+    attrs = {"pads": [pads] * 4, "strides": [stride] * 2, "group": group}
+    model = model_of("Conv", {"X": x, "W": w, "B": b}, [("Y", np.float32)], attrs)
+    feeds = {"X": x, "W": w, "B": b}
+    monkeypatch.setattr(conv, "WHOLE_COL_BYTES", 1 << 16)
+    tiles = [graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=t)).run(
+        None, feeds)[0] for t in (1, 2)]
+    monkeypatch.setattr(conv, "WHOLE_COL_BYTES", 1 << 40)
+    whole = graphrt.Session(model).run(None, feeds)[0]
+    assert tiles[0].tobytes() == tiles[1].tobytes() == whole.tobytes()
+    from onnx.reference import ReferenceEvaluator
+    want = ReferenceEvaluator(model).run(None, feeds)[0]
+    np.testing.assert_allclose(whole, want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("shape,kernel,attrs", [
+    ((2, 5, 11, 13), (7, 5, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((1, 4, 12, 9), (6, 2, 3, 2), {"pads": [0, 2, 1, 0], "strides": [2, 3], "group": 2}),
+    ((1, 3, 14, 14), (26, 3, 3, 3), {"dilations": [2, 2], "pads": [2, 2, 2, 2]}),
+    ((2, 8, 9, 9), (16, 8, 1, 1), {"strides": [2, 2]}),
+    ((1, 3, 40), (5, 3, 4), {"pads": [3, 1], "strides": [2]})])
+def test_implicit_gemm_conv_equals_the_column_matrix(shape, kernel, attrs, mode, monkeypatch):
+    """2-d (and 1-d) Convs read the micro-kernel's B rows in place from the stride-phase
+    planes (conv._implicit) instead of unfolding a column matrix: the same bits, NaN and
+    infinite weights included, at 1 and 2 threads, in both modes."""
+    from graphrt.kernels.nn import conv
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(kernel).astype(np.float32)
+    b = rng.standard_normal(kernel[0]).astype(np.float32)
+    x.reshape(-1)[0] = np.nan
+    w.reshape(-1)[-1] = np.inf
+    model = model_of("Conv", {"X": x, "W": w, "B": b}, [("Y", np.float32)], attrs)
+    feeds = {"X": x, "W": w, "B": b}
+    got = [graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=t, mode=mode)).run(
+        None, feeds)[0] for t in (1, 2)]
+    monkeypatch.setattr(conv, "IMPLICIT", False)     # plans made now unfold a column matrix
+    want = graphrt.Session(model, graphrt.SessionOptions(mode=mode)).run(None, feeds)[0]
+    assert got[0].tobytes() == got[1].tobytes() == want.tobytes()
+    assert np.isnan(want).any() and np.isfinite(want).any()
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("mult,stride,pads,dil", [(1, 1, 1, 1), (2, 2, 1, 1), (1, 2, 0, 2),
+                                                  (3, 1, 2, 1)])
+def test_depthwise_conv_equals_the_gemm_path(mult, stride, pads, dil, mode, monkeypatch):
+    """Depthwise Conv (one input channel per group) runs its own plane kernel; its bits are
+    the micro-kernel GEMM's in both modes (padding taps as products with 0: an infinite
+    weight gives NaN at the border there too; exact mode's NaN canonical)."""
+    from graphrt.kernels.nn import conv
+    rng = np.random.default_rng(5)
+    c = 6
+    x = rng.standard_normal((2, c, 11, 13)).astype(np.float32)
+    w = rng.standard_normal((c * mult, 1, 3, 3)).astype(np.float32)
+    w[1, 0, 0, 0] = np.inf
+    attrs = {"pads": [pads] * 4, "strides": [stride] * 2, "dilations": [dil] * 2, "group": c}
+    model = model_of("Conv", {"X": x, "W": w}, [("Y", np.float32)], attrs)
+    x[0, 1, 4, 4] = np.nan
+    got = [graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=t, mode=mode)).run(
+        None, {"X": x, "W": w})[0] for t in (1, 2)]
+    monkeypatch.setattr(conv, "DEPTHWISE_ROWS", False)   # plans made now take the GEMM path
+    want = graphrt.Session(model, graphrt.SessionOptions(mode=mode)).run(None, {"X": x, "W": w})[0]
+    assert got[0].tobytes() == got[1].tobytes() == want.tobytes()
+    assert np.isnan(want).any()
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+@pytest.mark.parametrize("m,k,n", SHAPES)
+def test_exact_arithmetic_gives_the_blocked_kernels_bits(m, k, n, dt, monkeypatch):
+    """Exact mode's micro-kernel (a rounded multiply, then a rounded add) against the
+    blocked exact kernel (GRAPHRT_GEMM=loop), which does the same operations in the same
+    order."""
+    from graphrt.kernels.gemm.product import Product
+    rng = np.random.default_rng(m + 7 * k + 13 * n)
+    a = rng.standard_normal((m, k)).astype(dt)
+    b = rng.standard_normal((k, n)).astype(dt)
+    monkeypatch.setenv("GRAPHRT_GEMM", "loop")
+    blocked = Product(dt, m, n, k, (k, 1), (n, 1), exact=True)
+    assert blocked.tiles is None
+    want = np.zeros(m * n, dt)
+    blocked(a.reshape(-1), b.reshape(-1), want)
+    assert product(a, b, exact=True).tobytes() == want.tobytes()
+    assert product(a, np.ascontiguousarray(b.T), transposed_b=True,
+                   exact=True).tobytes() == want.tobytes()

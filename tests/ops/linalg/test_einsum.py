@@ -1,0 +1,73 @@
+"""Einsum through graphrt.Session, compared with onnx's reference evaluator; exact mode
+against a sequential float32 sum."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphrt import ErrorKind
+
+from ...helpers import EXACT, check, fails, rand, run
+
+
+# ----------------------------------------------------------------------------- Einsum
+
+EINSUM_CASES = [
+    ("ij,jk->ik", [(3, 4), (4, 5)]),
+    ("ij,kj->ik", [(3, 4), (5, 4)]),             # B read transposed (packed)
+    ("ji,jk", [(4, 3), (4, 5)]),                 # A read transposed, implicit output
+    ("bij,bjk->bki", [(2, 3, 4), (2, 4, 5)]),    # output reordered
+    ("bhqd,bkhd->bhqk", [(2, 3, 4, 8), (2, 6, 3, 8)]),   # B copied into order
+    ("...ij,...jk", [(2, 1, 3, 4), (5, 4, 2)]),  # broadcast ellipsis: generic step
+    ("ii->i", [(4, 4)]),
+    ("ii", [(4, 4)]),
+    ("ij->", [(3, 4)]),
+    ("i,i", [(5,), (5,)]),
+    ("i,j->ij", [(3,), (4,)]),
+    ("ijk,jl,lm->im", [(2, 3, 4), (3, 5), (5, 6)]),
+    ("abc,cd,bd->a", [(2, 3, 4), (4, 5), (3, 5)]),
+    ("iij->ji", [(3, 3, 2)]),
+    ("ij, ij -> ij", [(3, 4), (3, 4)]),
+    ("ij,jk", [(0, 3), (3, 2)]),
+    ("ij->ij", [(2, 3)]),
+    ("->", [()]),
+]
+
+
+@pytest.mark.parametrize("eq,shapes", EINSUM_CASES)
+def test_einsum(eq, shapes):
+    xs = [rand(s, seed=i) for i, s in enumerate(shapes)]
+    check("Einsum", xs, {"equation": eq}, opset=12, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int32, np.int8, np.uint16, np.float16])
+def test_einsum_types(dtype):
+    for eq, shapes in (("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]), ("ij->j", [(3, 4)])):
+        xs = [(rand(s, seed=i) * 4).astype(dtype) for i, s in enumerate(shapes)]
+        tol = 2e-3 if dtype == np.float16 else 1e-6
+        check("Einsum", xs, {"equation": eq}, opset=12, rtol=tol, atol=tol)
+
+
+def test_einsum_exact_is_sequential():
+    a, b = rand((5, 70)), rand((70, 3), seed=1)
+    got = run("Einsum", [a, b], {"equation": "ij,jk->ik"}, 12, options=EXACT)[0]
+    acc = np.zeros((5, 3), np.float32)
+    for k in range(70):
+        acc = (acc + (a[:, k:k + 1] * b[k:k + 1, :]).astype(np.float32)).astype(np.float32)
+    np.testing.assert_array_equal(got, acc)
+    got = run("Einsum", [a], {"equation": "ij->i"}, 12, options=EXACT)[0]
+    acc = np.zeros(5, np.float32)
+    for k in range(70):
+        acc = (acc + a[:, k]).astype(np.float32)
+    np.testing.assert_array_equal(got, acc)
+
+
+def test_einsum_errors():
+    a, b = rand((2, 3)), rand((4, 5))
+    fails(ErrorKind.INVALID_MODEL, "Einsum", [a, b], {"equation": "ij,jk->ik"}, 12)
+    fails(ErrorKind.INVALID_MODEL, "Einsum", [a], {"equation": "ij,jk->ik"}, 12)
+    fails(ErrorKind.INVALID_MODEL, "Einsum", [a], {"equation": "ijk->i"}, 12)
+    fails(ErrorKind.INVALID_MODEL, "Einsum", [a], {"equation": "ij->k"}, 12)
+    fails(ErrorKind.INVALID_MODEL, "Einsum", [a], {"equation": "i1->i"}, 12)
+    fails(ErrorKind.INVALID_MODEL, "Einsum", [a, b.astype(np.float64)],
+          {"equation": "ij,kl"}, 12)

@@ -1,0 +1,208 @@
+"""The quantization operators (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear,
+MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv) through graphrt.Session, compared
+with onnx's reference evaluator (numpy where the reference departs from the specification)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import graphrt
+from graphrt import ErrorKind
+
+from ...helpers import EXACT, check, fails, feeds, ints, one_node, rand, run
+
+
+# ----------------------------------------------------------------------------- quantization
+
+def q_scale(shape, dtype=np.float32, seed=0):
+    return (np.random.default_rng(seed).random(shape) * 0.5 + 0.05).astype(dtype)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")     # the reference casts NaN to int
+@pytest.mark.parametrize("out", [np.uint8, np.int8, np.uint16, np.int16])
+def test_quantize_linear_per_tensor_rounding_saturation(out):
+    info = np.iinfo(out)
+    x = np.array([0.5, 1.5, 2.5, -0.5, -1.5, 3.49, 1e9, -1e9, np.nan], np.float32)
+    x = np.concatenate([x, rand(30) * info.max / 4])
+    zp = np.array(info.max // 3 if out in (np.int8, np.int16) else 7, out)
+    got = check("QuantizeLinear", [x, np.array(0.5, np.float32), zp], opset=21)
+    exact = run("QuantizeLinear", [x, np.array(0.5, np.float32), zp], opset=21,
+                options=EXACT)[0]
+    np.testing.assert_array_equal(got, exact)
+    inf = run("QuantizeLinear", [np.array([np.inf, -np.inf], np.float32),
+                                 np.array(0.5, np.float32), zp], opset=21)[0]
+    np.testing.assert_array_equal(inf, [info.max, info.min])     # the reference wraps +inf
+
+
+@pytest.mark.parametrize("opset,attrs,x_shape,s_shape", [
+    (13, {"axis": 1}, (2, 3, 4), (3,)),
+    (19, {"axis": -1}, (2, 3, 4), (4,)),
+    (21, {"axis": 1, "block_size": 2}, (2, 5, 3), (2, 3, 3)),
+    (21, {"axis": 0, "block_size": 3}, (4, 2), (2, 2)),
+    (10, {}, (3, 4), ()),
+])
+def test_quantize_dequantize_axes_and_blocks(opset, attrs, x_shape, s_shape):
+    x = rand(x_shape) * 20
+    s = q_scale(s_shape)
+    zp = ints(s_shape, -20, 20, np.int8)
+    q = check("QuantizeLinear", [x, s, zp], attrs, opset)
+    # the reference evaluator has DequantizeLinear from opset 19 only (same semantics)
+    check("DequantizeLinear", [q, s, zp], attrs, max(opset, 19))
+    np.testing.assert_array_equal(run("DequantizeLinear", [q, s, zp], attrs, opset)[0],
+                                  run("DequantizeLinear", [q, s, zp], attrs, max(opset, 19))[0])
+    check("QuantizeLinear", [x, s], attrs, opset)
+
+
+def test_quantize_float16_precision_and_output_dtype():
+    x = rand(200, np.float16) * 30
+    s = np.array(0.37, np.float16)
+    check("QuantizeLinear", [x, s, np.array(3, np.uint8)], opset=21)
+    # precision: the division in float16 for float32 input (x is rounded to float16 first)
+    x32 = rand(500) * 30
+    got = run("QuantizeLinear", [x32, np.array(0.37, np.float32)],
+              {"precision": TensorProto.FLOAT16, "output_dtype": TensorProto.INT16}, 23,
+              outs=[np.int16])[0]
+    q16 = x32.astype(np.float16) / np.float16(0.37)
+    np.testing.assert_array_equal(got, np.rint(q16.astype(np.float32)).astype(np.int16))
+    check("QuantizeLinear", [x32, np.array(0.37, np.float32)],
+          {"output_dtype": TensorProto.INT8}, 21)
+    fails(ErrorKind.UNSUPPORTED, "QuantizeLinear", [x32, np.array(1, np.float32)],
+          {"output_dtype": TensorProto.INT32}, 21)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")     # the reference casts NaN to int
+@pytest.mark.parametrize("code", [TensorProto.INT4, TensorProto.UINT4, TensorProto.INT2,
+                                  TensorProto.UINT2, TensorProto.FLOAT8E4M3FN,
+                                  TensorProto.FLOAT8E5M2, TensorProto.FLOAT8E4M3FNUZ])
+def test_quantize_dequantize_narrow_types(code):
+    pytest.importorskip("ml_dtypes")
+    x = np.concatenate([rand(40) * 6, [1e6, -1e6, np.nan, 0.25, 0.75]]).astype(np.float32)
+    s = np.array(0.37, np.float32)
+    zp_type = helper.tensor_dtype_to_np_dtype(code)
+    q = check("QuantizeLinear", [x, s, np.zeros((), zp_type)], {}, 21)
+    check("DequantizeLinear", [q, s], {}, 21)
+    if code in (TensorProto.FLOAT8E4M3FN, TensorProto.FLOAT8E5M2):
+        check("QuantizeLinear", [x, s, np.zeros((), zp_type)], {"saturate": 0}, 21)
+    elif code != TensorProto.FLOAT8E4M3FNUZ:
+        check("DequantizeLinear", [q, s, np.ones((), zp_type)], {}, 21)
+
+
+def test_dequantize_types():
+    for dt in (np.uint8, np.int16, np.uint16, np.int32):
+        x = ints((3, 4), np.iinfo(dt).min // 2, np.iinfo(dt).max // 2, dt)
+        zp = ints((4,), -5 if dt in (np.int16, np.int32) else 0, 9, dt, 1)
+        check("DequantizeLinear", [x, q_scale(4), zp], {"axis": 1}, 21)
+    x = ints((6,), -100, 100, np.int8)
+    check("DequantizeLinear", [x, np.array(0.3, np.float16), np.array(2, np.int8)], {}, 21)
+    got = run("DequantizeLinear", [x, np.array(0.3, np.float32)],
+              {"output_dtype": TensorProto.FLOAT16}, 23, outs=[np.float16])[0]
+    np.testing.assert_array_equal(got, (x.astype(np.float32) * np.float32(0.3)).astype(np.float16))
+
+
+def test_quantize_errors():
+    x = rand((2, 3))
+    fails(ErrorKind.INVALID_MODEL, "QuantizeLinear", [x, q_scale((2,))], {"axis": 1}, 13)
+    fails(ErrorKind.INVALID_MODEL, "QuantizeLinear", [x, q_scale((3,))], {"axis": 1}, 10)
+    fails(ErrorKind.INVALID_MODEL, "QuantizeLinear", [x, q_scale((2, 2))],
+          {"axis": 1, "block_size": 1}, 21)
+    fails(ErrorKind.INVALID_MODEL, "DequantizeLinear",
+          [ints(3, 0, 9, np.uint8), np.array(1, np.float32), np.array(1, np.int8)], {}, 21)
+    fails(ErrorKind.UNSUPPORTED, "DequantizeLinear",
+          [rand(3), np.array(1, np.float32)], {}, 21)
+
+
+@pytest.mark.parametrize("x", [
+    np.array([0, 2, -3, -2.5, 1.34, 0.5], np.float32),
+    np.array([1, 2.1, 3, 255, 1000], np.float32),
+    np.array([-1, -2.1, -1.3, -2.5, -3.34, -4.0], np.float32),
+    np.zeros(4, np.float32),
+])
+def test_dynamic_quantize_linear(x):
+    check("DynamicQuantizeLinear", [x], opset=11, n_out=3)
+    model = one_node("DynamicQuantizeLinear", [x], opset=11, outs=[np.uint8, np.float32, np.uint8])
+    graphrt.Session(model, EXACT).run(None, feeds([x]))
+
+
+@pytest.mark.parametrize("sa,sb,za,zb", [
+    ((4, 3), (3, 2), (), ()),
+    ((2, 4, 3), (3, 5), (4,), (5,)),
+    ((3,), (2, 3, 4), (1,), (4,)),
+    ((2, 1, 2, 3), (3, 3, 2), None, ()),
+])
+def test_matmul_integer(sa, sb, za, zb):
+    a, b = ints(sa, 0, 256, np.uint8), ints(sb, -128, 128, np.int8, 1)
+    inputs = [a, b, None if za is None else ints(za, 0, 20, np.uint8, 2),
+              ints(zb, -5, 5, np.int8, 3)]
+    got = run("MatMulInteger", inputs, opset=10, outs=[np.int32])[0]
+    az = np.zeros(1) if za is None else inputs[2]
+    if a.ndim > 1 and az.size > 1:
+        az = az.reshape(-1, 1)                  # one zero point per row of A
+    a32 = a.astype(np.int32) - az.astype(np.int32)
+    want = np.matmul(a32, b.astype(np.int32) - inputs[3].astype(np.int32))
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("ta,scale_t,per_col", [(np.uint8, np.float32, False),
+                                                (np.int8, np.float16, False),
+                                                (np.uint8, np.float32, True)])
+def test_qlinear_matmul(ta, scale_t, per_col):
+    lo, hi = np.iinfo(ta).min, np.iinfo(ta).max
+    a, b = ints((2, 3, 4), lo, hi, ta), ints((4, 5), lo, hi, ta, 1)
+    bs = q_scale((5,) if per_col else (1,), scale_t, 2)
+    bz = ints(bs.shape, lo // 2, hi // 2, ta, 3)
+    inputs = [a, np.array([0.02], scale_t), np.array([3], ta), b, bs, bz,
+              np.array([0.3], scale_t), np.array([5], ta)]
+    if per_col:     # the reference broadcasts the scales; check per column against numpy
+        got = run("QLinearMatMul", inputs, opset=21, outs=[ta])[0]
+        acc = (a.astype(np.int32) - 3) @ (b.astype(np.int32) - bz.astype(np.int32))
+        m = (np.float32(0.02) * bs / np.float32(0.3)).astype(np.float64)
+        np.testing.assert_array_equal(got, np.clip(np.rint(acc * m + 5), lo, hi).astype(ta))
+    else:
+        check("QLinearMatMul", inputs, opset=21)
+        check("QLinearMatMul", inputs, opset=10, options=EXACT)
+
+
+CONV_CASES = [
+    ((1, 1, 5, 5), (2, 1, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 4, 6, 5), (6, 2, 2, 3), {"group": 2, "strides": [2, 1], "dilations": [1, 2]}),
+    ((1, 2, 7), (3, 2, 3), {"auto_pad": "SAME_UPPER", "strides": [2]}),
+    ((1, 2, 4, 4, 3), (2, 2, 2, 2, 2), {"auto_pad": "VALID"}),
+    ((1, 3, 5, 5), (3, 1, 3, 3), {"group": 3, "auto_pad": "SAME_LOWER"}),
+]
+
+
+@pytest.mark.parametrize("xs,ws,attrs", CONV_CASES)
+def test_conv_integer(xs, ws, attrs):
+    x, w = ints(xs, 0, 256, np.uint8), ints(ws, 0, 256, np.uint8, 1)
+    # per-channel w zero points only for 2-D: the reference evaluator assumes 4-D weights
+    xz = np.array(17, np.uint8)
+    wz = ints((ws[0],), 100, 150, np.uint8, 2) if len(ws) == 4 else np.array(120, np.uint8)
+    got = check("ConvInteger", [x, w, xz, wz], attrs, opset=10)
+    assert got.dtype == np.int32
+    check("ConvInteger", [x, w], attrs, opset=10)
+
+
+@pytest.mark.parametrize("xs,ws,attrs", [c for c in CONV_CASES if len(c[1]) == 4])
+def test_qlinear_conv(xs, ws, attrs):
+    x, w = ints(xs, -128, 128, np.int8), ints(ws, -128, 128, np.int8, 1)
+    m = ws[0]
+    inputs = [x, np.array(0.05, np.float32), np.array(-3, np.int8), w, q_scale((m,), seed=2),
+              np.zeros(m, np.int8), np.array(0.4, np.float32), np.array(4, np.int8),
+              ints((m,), -500, 500, np.int32, 3)]
+    check("QLinearConv", inputs, attrs, opset=10)
+    check("QLinearConv", inputs[:8], attrs, opset=10, options=EXACT)
+
+
+def test_integer_product_errors():
+    a = ints((2, 3), 0, 9, np.uint8)
+    fails(ErrorKind.INVALID_MODEL, "MatMulInteger", [a, ints((2, 3), 0, 9, np.uint8)], opset=10,
+          outs=[np.int32])
+    fails(ErrorKind.INVALID_MODEL, "MatMulInteger", [a, a.T, ints((3,), 0, 9, np.uint8)],
+          opset=10, outs=[np.int32])
+    fails(ErrorKind.UNSUPPORTED, "MatMulInteger", [a.astype(np.int16), a.T], opset=10,
+          outs=[np.int32])
+    fails(ErrorKind.INVALID_MODEL, "ConvInteger",
+          [ints((1, 2, 4, 4), 0, 9, np.uint8), ints((2, 3, 2, 2), 0, 9, np.uint8)], opset=10,
+          outs=[np.int32])

@@ -338,6 +338,14 @@ class GroupedConv(OpKernel):
         if self.group < 1:
             node.fail(f"group {self.group} must be positive")
 
+    @staticmethod
+    def operands(ctx: RunContext) -> tuple:
+        """X, W and the optional B in the type computed in, and where Y is written
+        (core/floats.py: float16 widened, the result rounded once by ``narrow``)."""
+        b = ctx.flat_in[2] if len(ctx.flat_in) > 2 else None
+        return (widen(ctx, ctx.flat_in[0]), widen(ctx, ctx.flat_in[1]), widen(ctx, b),
+                result_buffer(ctx, ctx.flat_out[0]))
+
 
 class Conv(GroupedConv):
     """X (N, C, D...), W (M, C/group, K...), optional B (M): Y (N, M, O...)."""
@@ -424,10 +432,7 @@ class Conv(GroupedConv):
 
     def run(self, ctx: RunContext) -> None:
         p = ctx.prepared
-        x = widen(ctx, ctx.flat_in[0])
-        w = widen(ctx, ctx.flat_in[1])
-        b = widen(ctx, ctx.flat_in[2] if len(ctx.flat_in) > 2 else None)
-        y = result_buffer(ctx, ctx.flat_out[0])
+        x, w, b, y = self.operands(ctx)
         g = self.group
         if p.depthwise is not None:
             work = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, p.phases[2]))

@@ -24,7 +24,7 @@ from numba import prange
 
 from ..core.base import InferContext, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
-from ..core.floats import compute_dtype, narrow, result_buffer, widen
+from ..core.floats import compute_dtype, narrow
 from ..core.jit import Variants
 from ..gemm.product import Product
 from .conv import ConvPlan, GroupedConv, image_chunk
@@ -163,10 +163,7 @@ class ConvTranspose(GroupedConv):
 
     def run(self, ctx: RunContext) -> None:
         p = ctx.prepared
-        x = widen(ctx, ctx.flat_in[0])
-        w = widen(ctx, ctx.flat_in[1])
-        b = widen(ctx, ctx.flat_in[2] if len(ctx.flat_in) > 2 else None)
-        y = result_buffer(ctx, ctx.flat_out[0])
+        x, w, b, y = self.operands(ctx)
         col = scratch(ctx, p.wdt, (p.chunk * p.col_size,))
         for n0 in range(0, p.n, p.chunk):
             k = min(p.chunk, p.n - n0)

@@ -1,0 +1,213 @@
+"""The zoo (benchmarks/zoo/make.py) run by graphrt and onnxruntime in one process.
+
+    python -m benchmarks.zoo.run [--models bert yolo ...] [--threads 1 2] [--output t.md]
+
+Per model and thread count, each runtime gets a session of its own. Reported:
+- steady: the median of warm runs in three alternating blocks per runtime (graphrt after its
+  jitted schedule compiled, Session.wait_for_schedules);
+- first: session creation + the first run;
+- runs 2-5: the median of the four runs right after the first, as a user who has just
+  loaded the model meets them (graphrt's schedule may still be compiling);
+- run MiB: how far the resident set's peak rose above its level after session creation,
+  over the first run and the next ten (scratch, arena, slab, compiled code loaded);
+- max rel diff over all outputs: max |graphrt - onnxruntime| / max |onnxruntime|.
+The geometric mean and the worst ratio are taken over the models of this issue (float32);
+quantized, float16 and tree-ensemble models are listed apart (other issues' work).
+"""
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from ..run import PeakMemory, cpu_model, fmt, load
+from . import make
+
+BLOCKS = 3
+
+
+class _GraphRT:
+    def __init__(self, data, threads):
+        import graphrt
+        self.model = graphrt.load(data, intra_op_threads=threads)
+
+    def run(self, feeds):
+        return self.model.session.run(None, feeds)
+
+    def settle(self):
+        self.model.session.wait_for_schedules(600)
+
+
+class _Ort:
+    def __init__(self, data, threads):
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        so.inter_op_num_threads = 1
+        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        so.log_severity_level = 3
+        self.sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+
+    def run(self, feeds):
+        return self.sess.run(None, feeds)
+
+    def settle(self):
+        pass
+
+
+class Row:
+    def __init__(self):
+        self.error = None
+        self.first = self.early = self.mib = None
+        self.times: list[float] = []
+        self.outs = None
+
+    @property
+    def steady(self):
+        return statistics.median(self.times) if self.times else None
+
+
+def start(cls, data, feeds, threads, mem: PeakMemory):
+    row = Row()
+    try:
+        t0 = time.perf_counter()
+        rt = cls(data, threads)
+        t1 = time.perf_counter()
+        mem.start()
+        t1b = time.perf_counter()
+        row.outs = rt.run(feeds)
+        row.first = (t1 - t0) + (time.perf_counter() - t1b)
+        early = []
+        for _ in range(4):
+            t = time.perf_counter()
+            rt.run(feeds)
+            early.append(time.perf_counter() - t)
+        row.early = statistics.median(early)
+        for _ in range(6):
+            rt.run(feeds)
+        row.mib = mem.stop()
+        rt.settle()
+        return rt, row
+    except Exception as e:  # a model a runtime cannot run is a row, not a crash
+        row.error = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+        if mem.rss:
+            mem.stop()
+        return None, row
+
+
+def measure(name, threads, budget, mem) -> dict:
+    data, feeds = make.load(name)
+    rows, live = {}, []
+    for key, cls in (("graphrt", _GraphRT), ("onnxruntime", _Ort)):
+        rt, row = start(cls, data, feeds, threads, mem)
+        rows[key] = row
+        if rt is not None:
+            live.append((key, rt))
+    for _ in range(BLOCKS):
+        for key, rt in live:
+            end = time.perf_counter() + budget / BLOCKS
+            while len(rows[key].times) < 3 or time.perf_counter() < end:
+                t = time.perf_counter()
+                rt.run(feeds)
+                rows[key].times.append(time.perf_counter() - t)
+    g, o = rows["graphrt"].outs, rows["onnxruntime"].outs
+    if g is not None and o is not None:
+        worst = 0.0
+        for a, b in zip(g, o):
+            a, b = np.asarray(a), np.asarray(b)
+            if a.dtype.kind in "fc" or b.dtype.kind in "fc":
+                d = np.max(np.abs(a.astype(np.float64) - b.astype(np.float64)), initial=0.0)
+                worst = max(worst, float(d / max(1e-30, float(np.max(np.abs(b), initial=0.0)))))
+            elif not np.array_equal(a, b):
+                worst = max(worst, float(np.mean(a != b)))
+        rows["diff"] = worst
+    return rows
+
+
+def table(results) -> str:
+    cols = ["model", "threads", "graphrt ms", "onnxruntime ms", "ratio", "graphrt runs 2-5 ms",
+            "runs 2-5 / steady", "graphrt first ms", "onnxruntime first ms", "graphrt run MiB",
+            "onnxruntime run MiB", "max rel diff", "note"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for name, threads, rows in results:
+        g, o = rows["graphrt"], rows["onnxruntime"]
+        gs, os_ = g.steady, o.steady
+        notes = [f"{k}: {r.error}" for k, r in rows.items() if isinstance(r, Row) and r.error]
+        if name in make.OTHER_ISSUES:
+            notes.insert(0, "other issue")
+        cells = [name, str(threads), fmt(gs and gs * 1e3), fmt(os_ and os_ * 1e3),
+                 fmt(gs / os_ if gs and os_ else None, 2), fmt(g.early and g.early * 1e3),
+                 fmt(g.early / gs if g.early and gs else None, 2),
+                 fmt(g.first and g.first * 1e3), fmt(o.first and o.first * 1e3),
+                 fmt(g.mib, 1), fmt(o.mib, 1),
+                 f"{rows['diff']:.1e}" if "diff" in rows else "–",
+                 "; ".join(notes).replace("|", "/")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def summary(results) -> str:
+    out = []
+    for threads in sorted({t for _, t, _ in results}):
+        ratios = {n: r["graphrt"].steady / r["onnxruntime"].steady for n, t, r in results
+                  if t == threads and n not in make.OTHER_ISSUES
+                  and r["graphrt"].steady and r["onnxruntime"].steady}
+        failed = [n for n, t, r in results if t == threads and n not in make.OTHER_ISSUES
+                  and not (r["graphrt"].steady and r["onnxruntime"].steady)]
+        if ratios:
+            gm = math.exp(sum(map(math.log, ratios.values())) / len(ratios))
+            worst = max(ratios, key=ratios.get)
+            early = [r["graphrt"].early / r["graphrt"].steady for n, t, r in results
+                     if t == threads and n in ratios]
+            out.append(f"{threads} thread(s): geometric-mean ratio {gm:.2f} over {len(ratios)} "
+                       f"models, worst {worst} {ratios[worst]:.2f}; runs 2-5 / steady: worst "
+                       f"{max(early):.1f}, median {statistics.median(early):.2f}"
+                       + (f"; not run by both: {', '.join(failed)}" if failed else ""))
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.zoo.run",
+                                 description=__doc__.split("\n")[0])
+    ap.add_argument("--models", nargs="+", choices=sorted(make.MODELS))
+    ap.add_argument("--threads", nargs="+", type=int, default=[1, 2])
+    ap.add_argument("--budget", type=float, default=1.5, help="seconds of timed runs per runtime")
+    ap.add_argument("--output")
+    a = ap.parse_args(argv)
+    names = [n for n in (a.models or make.MODELS) if n in make.available()]
+    missing = sorted(set(a.models or make.MODELS) - set(names))
+    if missing:
+        print(f"# not generated (python -m benchmarks.zoo.make): {missing}", file=sys.stderr)
+    mem = PeakMemory()
+    load_start = load()
+    import graphrt
+    import onnxruntime
+    results = []
+    for name in names:
+        for threads in a.threads:
+            t0 = time.perf_counter()
+            rows = measure(name, threads, a.budget, mem)
+            results.append((name, threads, rows))
+            g, o = rows["graphrt"].steady, rows["onnxruntime"].steady
+            print(f"# {name} x{threads}: graphrt {fmt(g and g * 1e3)} ms, onnxruntime "
+                  f"{fmt(o and o * 1e3)} ms ({time.perf_counter() - t0:.1f} s)"
+                  + (f" {rows['graphrt'].error}" if rows["graphrt"].error else ""),
+                  file=sys.stderr, flush=True)
+    head = (f"Command: `python -m benchmarks.zoo.run {' '.join(argv)}`; CPU: {cpu_model()}; "
+            f"graphrt {graphrt.__version__}, onnxruntime {onnxruntime.__version__}; load "
+            f"average {load_start} at the start, {load()} at the end. Times in ms.")
+    report = "\n\n".join([head, table(results), summary(results)])
+    print(report)
+    if a.output:
+        with open(a.output, "w") as f:
+            f.write(report + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -19,9 +19,13 @@ steps backwards, "bidirectional" does both (direction index 0 forward, 1 reverse
 sequence_lens, batch entry b runs its first sequence_lens[b] steps only: Y is 0 after them
 and Y_h (Y_c) hold the state after the last step run.
 
-x W^T for all steps is one product (gemm/product.py); each step then takes h R^T
-for every (direction, batch entry) as one more product (k ascending, R transposed once per
-run) and finishes the gates in one task per (direction, batch entry). The exact variant takes
+x W^T for all steps is one product (gemm/product.py). A small recurrence (few batch entries,
+or R in L2) then runs fused: one compiled call for the whole sequence, one task per
+(direction, batch entry), each step making that task's h R^T itself and finishing its gates.
+A large one takes h R^T for every task as one product per step (R^T reused over the batch)
+and finishes the gates in one call per step. Both make each element of h R^T with the same
+chain of operations (k ascending, as the GEMM does), so the two paths give the same bits. R
+is transposed once per plan when it is a constant, else once per run. The exact variant takes
 its tanh, sigmoid, expm1 and softplus from graphrt's own exactmath (no libm, no FMA) and writes
 NaN results canonically. float16 and bfloat16 are computed in float32.
 """
@@ -34,15 +38,27 @@ from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.floats import FLOATS, compute_dtype, widen
 from ..core.jit import Variants
+from ..gemm.microkernel import step
 from ..gemm.product import Product
-from ..math import exactmath
+from ..math import exactmath, vecmath
 
 EXACT = False
-ACT = None
+ACT = TANH = SIGMOID = None
 GATES = 1
 # work per step from which a step's product runs in parallel: a recurrence launches one
 # parallel region per step, and below this size the launches cost more than they save
 STEP_PARALLEL = 1 << 22
+# a recurrence with at most this many batch entries, or with R^T of at most this many
+# elements per direction (in L2), runs fused: one call per sequence, a task per (direction,
+# batch entry) making its own h R^T; larger ones reuse R^T over the batch in one product
+# per step (module constants so that tests can force either path)
+FUSED_BATCH = 4
+FUSED_WEIGHTS = 1 << 18
+# multiply-adds of a fused task's whole sequence from which tasks run in parallel
+FUSED_PARALLEL = 1 << 17
+# a fused recurrence over at most this many rows of X (steps x batch) makes x W^T itself
+# too (a product call costs more than these few rows; streaming models run one step a call)
+INLINE_ROWS = 4
 
 
 # name -> (code, default alpha, default beta, uses alpha, uses beta)
@@ -104,23 +120,52 @@ def _canonical_nan(a):
             a[i] = np.nan
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
-def _clip(x, clip):
+def _apply(code, alpha, beta, clip, a, lo, hi):
+    """a[lo:hi] = f(clip(a[lo:hi])) for the activation of ``code``: one loop per activation,
+    so that tanh and the logistic function (the defaults) vectorise in fast mode (TANH and
+    SIGMOID: vecmath's there, exactmath's in exact mode)."""
+    v = a[lo:hi]
     if clip > 0:
-        if x > clip:
-            return clip
-        if x < -clip:
-            return -clip
-    return x
+        for j in range(v.size):
+            x = v[j]
+            v[j] = clip if x > clip else (-clip if x < -clip else x)
+    if code == 1:
+        for j in range(v.size):
+            v[j] = TANH(v[j])
+    elif code == 2:
+        for j in range(v.size):
+            v[j] = SIGMOID(v[j])
+    else:
+        for j in range(v.size):
+            v[j] = ACT(code, alpha, beta, v[j])
 
 
-def _step(xw, hr, hn, b, p, lens, y, h, c, rh, geo, s, phase, codes, alphas, betas, has_y,
-          clip, tasks):
-    """Step s of every (direction d, batch entry e) task, given hr = h R^T (and for GRU's
-    second phase hn = (r * h) Rn^T). State h, c and the gate rows hr are (d, e)-ordered.
-    geo: [seq, batch, hidden, dirs, x row stride over t, over b, y strides (t, d, b), has_p,
-    linear_before_reset, input_forget, reverse]. GRU without linear_before_reset runs in two
-    phases: 0 computes z and r (kept in hr) and r * h (into rh), 1 the rest."""
+def _matvec(x, xo, n, w, wo, ld, cols, out, oo):
+    """out[oo + j] = sum over k < n of x[xo + k] * w[wo + k * ld + j], for j < cols: one
+    chain per element from 0 with k ascending, each step as the GEMM's (gemm/microkernel.py
+    ``step``: one FMA in fast mode, a rounded multiply and add in exact mode), so the bits of
+    the GEMM that the large-shape path runs instead."""
+    acc = out[oo:oo + cols]     # slices: indices known non-negative, so the loops vectorise
+    acc[:] = 0
+    for k in range(n):
+        xk = x[xo + k]
+        row = w[wo + k * ld:wo + k * ld + cols]
+        for j in range(cols):
+            acc[j] = step(EXACT, xk, row[j], acc[j])
+
+
+def _steps(x, wt, xw, rt, hr, hn, b, p, lens, y, h, c, rh, geo, s0, s1, phase, codes, alphas,
+           betas, has_y, clip, tasks, fused):
+    """Steps s0..s1-1 of every (direction d, batch entry e) task. State h, c and the gate
+    rows hr are (d, e)-ordered. ``fused``: each task makes its own h R^T (and GRU's
+    (r * h) Rn^T) from rt = R^T, (dirs, hidden, G * hidden), so a whole sequence is one call
+    with one task per (d, e); else hr (and hn) were made by a product over all tasks before
+    this call of one step. x W^T is in xw, or made here from x and wt = W^T, (dirs, input
+    size, G * hidden), when wt is not empty. geo: [seq, batch, hidden, dirs, x row stride
+    over t, over b, y strides (t, d, b), has_p, linear_before_reset, input_forget, reverse,
+    input size]. GRU without
+    linear_before_reset runs in two phases: 0 computes z and r (kept in hr) and r * h (into
+    rh), 1 the rest; fused, both in one step."""
     batch = geo[1]
     hs = geo[2]
     dirs = geo[3]
@@ -128,74 +173,102 @@ def _step(xw, hr, hn, b, p, lens, y, h, c, rh, geo, s, phase, codes, alphas, bet
     yt, yd, yb = geo[6], geo[7], geo[8]
     has_p, lbr, coupled, reverse = geo[9] != 0, geo[10] != 0, geo[11] != 0, geo[12] != 0
     seq = geo[0]
+    isz = geo[13]
     g = GATES * hs
     for task in prange(tasks):
         d = task // batch
         e = task - d * batch
         steps = lens[e]
-        if s >= steps:
-            continue
-        t = steps - 1 - s if reverse and (dirs == 1 or d == 1) else s
-        xo = (d * seq * batch) * g + (t * xt + e * xb) * g
         bo = d * 2 * g
         go = task * g
         so = task * hs
+        ro = d * hs * g
         f1, f2, f3 = codes[3 * d], codes[3 * d + 1], codes[3 * d + 2]
         a1, a2, a3 = alphas[3 * d], alphas[3 * d + 1], alphas[3 * d + 2]
         b1, b2, b3 = betas[3 * d], betas[3 * d + 1], betas[3 * d + 2]
-        if GATES == 1:
-            for j in range(hs):
-                pre = xw[xo + j] + b[bo + j] + b[bo + g + j] + hr[go + j]
-                h[so + j] = ACT(f1, a1, b1, _clip(pre, clip))
-        elif GATES == 3:
-            if phase == 0:
-                for j in range(2 * hs):
-                    pre = xw[xo + j] + b[bo + j] + b[bo + g + j] + hr[go + j]
-                    hr[go + j] = ACT(f1, a1, b1, _clip(pre, clip))
-                if not lbr:
+        for s in range(s0, min(s1, steps)):
+            t = steps - 1 - s if reverse and (dirs == 1 or d == 1) else s
+            xo = (d * seq * batch) * g + (t * xt + e * xb) * g
+            if wt.size:
+                _matvec(x, (t * xt + e * xb) * isz, isz, wt, d * isz * g, g, g, xw, xo)
+            if fused:
+                _matvec(h, so, hs, rt, ro, g, g if GATES != 3 or lbr else 2 * hs, hr, go)
+            if GATES == 1:
+                for j in range(hs):
+                    hr[go + j] = xw[xo + j] + b[bo + j] + b[bo + g + j] + hr[go + j]
+                _apply(f1, a1, b1, clip, hr, go, go + hs)
+                h[so:so + hs] = hr[go:go + hs]
+            elif GATES == 3:
+                if phase == 0:
+                    for j in range(2 * hs):
+                        hr[go + j] = xw[xo + j] + b[bo + j] + b[bo + g + j] + hr[go + j]
+                    _apply(f1, a1, b1, clip, hr, go, go + 2 * hs)
+                    if not lbr:
+                        for j in range(hs):
+                            rh[so + j] = hr[go + hs + j] * h[so + j]
+                        if not fused:
+                            continue        # the caller makes (r * h) Rn^T, then phase 1
+                        _matvec(rh, so, hs, rt, ro + 2 * hs, g, hs, hn, so)
+                if lbr:                     # n's pre-activation where h Rn^T was
+                    n, no = hr, go + 2 * hs
                     for j in range(hs):
-                        rh[so + j] = hr[go + hs + j] * h[so + j]
-                    continue
-            for j in range(hs):
-                z = hr[go + j]
-                wn = xw[xo + 2 * hs + j] + b[bo + 2 * hs + j]
-                rn = b[bo + g + 2 * hs + j]
-                if lbr:
-                    pre = wn + hr[go + hs + j] * (hr[go + 2 * hs + j] + rn)
+                        wn = xw[xo + 2 * hs + j] + b[bo + 2 * hs + j]
+                        n[no + j] = wn + hr[go + hs + j] * (hr[no + j] + b[bo + g + 2 * hs + j])
+                else:                       # ... where (r * h) Rn^T was
+                    n, no = hn, so
+                    for j in range(hs):
+                        n[no + j] = xw[xo + 2 * hs + j] + hn[so + j] + b[bo + g + 2 * hs + j] \
+                            + b[bo + 2 * hs + j]
+                _apply(f2, a2, b2, clip, n, no, no + hs)
+                for j in range(hs):
+                    z = hr[go + j]
+                    h[so + j] = (1 - z) * n[no + j] + z * h[so + j]
+            else:
+                # gates i, o, f, c at go, go + hs, go + 2 hs, go + 3 hs of hr
+                po = d * 3 * hs
+                for j in range(g):
+                    hr[go + j] = xw[xo + j] + b[bo + j] + b[bo + g + j] + hr[go + j]
+                if has_p:
+                    for j in range(hs):
+                        hr[go + j] = hr[go + j] + p[po + j] * c[so + j]
+                        hr[go + 2 * hs + j] = hr[go + 2 * hs + j] + p[po + 2 * hs + j] * c[so + j]
+                _apply(f1, a1, b1, clip, hr, go, go + hs)
+                if coupled:
+                    for j in range(hs):
+                        hr[go + 2 * hs + j] = 1 - hr[go + j]
                 else:
-                    pre = xw[xo + 2 * hs + j] + hn[so + j] + rn + b[bo + 2 * hs + j]
-                n = ACT(f2, a2, b2, _clip(pre, clip))
-                h[so + j] = (1 - z) * n + z * h[so + j]
-        else:
-            po = d * 3 * hs
-            for j in range(hs):
-                cj = c[so + j]
-                pi = xw[xo + j] + b[bo + j] + b[bo + g + j] + hr[go + j]
-                pf = xw[xo + 2 * hs + j] + b[bo + 2 * hs + j] + b[bo + g + 2 * hs + j] \
-                    + hr[go + 2 * hs + j]
-                pc = xw[xo + 3 * hs + j] + b[bo + 3 * hs + j] + b[bo + g + 3 * hs + j] \
-                    + hr[go + 3 * hs + j]
-                po_ = xw[xo + hs + j] + b[bo + hs + j] + b[bo + g + hs + j] + hr[go + hs + j]
+                    _apply(f1, a1, b1, clip, hr, go + 2 * hs, go + 3 * hs)
+                _apply(f2, a2, b2, clip, hr, go + 3 * hs, go + g)
+                for j in range(hs):
+                    cc = hr[go + 2 * hs + j] * c[so + j] + hr[go + j] * hr[go + 3 * hs + j]
+                    c[so + j] = cc
+                    hr[go + 3 * hs + j] = cc        # for h(c) below
                 if has_p:
-                    pi = pi + p[po + j] * cj
-                    pf = pf + p[po + 2 * hs + j] * cj
-                ig = ACT(f1, a1, b1, _clip(pi, clip))
-                fg = 1 - ig if coupled else ACT(f1, a1, b1, _clip(pf, clip))
-                cc = fg * cj + ig * ACT(f2, a2, b2, _clip(pc, clip))
-                c[so + j] = cc
-                if has_p:
-                    po_ = po_ + p[po + hs + j] * cc
-                h[so + j] = ACT(f1, a1, b1, _clip(po_, clip)) * ACT(f3, a3, b3, cc)
-        if has_y:
-            yo = t * yt + d * yd + e * yb
-            for j in range(hs):
-                y[yo + j] = h[so + j]
+                    for j in range(hs):
+                        hr[go + hs + j] = hr[go + hs + j] + p[po + hs + j] * c[so + j]
+                _apply(f1, a1, b1, clip, hr, go + hs, go + 2 * hs)
+                _apply(f3, a3, b3, 0.0, hr, go + 3 * hs, go + g)
+                for j in range(hs):
+                    h[so + j] = hr[go + hs + j] * hr[go + 3 * hs + j]
+            if has_y:
+                yo = t * yt + d * yd + e * yb
+                for j in range(hs):
+                    y[yo + j] = h[so + j]
+
+
+_MATVEC = Variants(_matvec, "rnn_matvec")
+_APPLY = exactmath.FastExact(
+    Variants(_apply, "rnn_apply", ACT=_act, TANH=vecmath.vtanh, SIGMOID=vecmath.vsigmoid),
+    Variants(_apply, "rnn_apply_exact", ACT=_act_exact, TANH=exactmath.tanh,
+             SIGMOID=exactmath.sigmoid))
 
 
 def _variants(name: str, gates: int):
-    return exactmath.FastExact(Variants(_step, name, parallel=True, GATES=gates, ACT=_act),
-                               Variants(_step, name + "_exact", parallel=True, GATES=gates,
-                                        ACT=_act_exact))
+    return exactmath.FastExact(
+        Variants(_steps, name, parallel=True, GATES=gates, _matvec=_MATVEC.get(False),
+                 _apply=_APPLY.get(False)),
+        Variants(_steps, name + "_exact", parallel=True, GATES=gates, _matvec=_MATVEC.get(True),
+                 _apply=_APPLY.get(True)))
 
 
 _RNN = _variants("rnn_step", 1)
@@ -289,7 +362,7 @@ class _Recurrent(OpKernel):
             xt, xb = batch, 1
             yt, yd, yb = dirs * batch * hs, batch * hs, hs
         geo = [seq, batch, hs, dirs, xt, xb, yt, yd, yb, int(ctx.has_input(7)), self.lbr,
-               self.coupled, int(self.direction != "forward")]
+               self.coupled, int(self.direction != "forward"), isz]
         tasks = dirs * batch
         # h R^T for every task: A = the (d, e)-ordered state, B = R^T, which run makes once
         # as a (dirs, hidden, G * hidden) array so each step's product reads rows
@@ -301,48 +374,70 @@ class _Recurrent(OpKernel):
         reset = Product(work, batch, hs, hs, (hs, 1), (gh, 1), state_off, r_off + 2 * hs,
                         exact=ctx.exact, min_parallel=STEP_PARALLEL) \
             if self.GATES == 3 and not self.lbr else None
-        fn = self.VARIANTS.get(ctx.exact, tasks > 1 and tasks * gh >= STEP_PARALLEL >> 6)
-        ctx.prepared = (product, recur, reset, np.array(geo, dtype=np.int64), work, tasks, fn)
+        fused = batch <= FUSED_BATCH or hs * gh <= FUSED_WEIGHTS
+        parallel = tasks > 1 and (seq * gh * hs >= FUSED_PARALLEL if fused
+                                  else tasks * gh >= STEP_PARALLEL >> 6)
+        fn = self.VARIANTS.get(ctx.exact, parallel)
+        r = ctx.value(2)        # R^T once per plan when R is a constant
+        rt = None if r is None else \
+            np.ascontiguousarray(r.transpose(0, 2, 1), dtype=work).reshape(-1)
+        w = ctx.value(1)
+        wt = np.ascontiguousarray(w.transpose(0, 2, 1), dtype=work).reshape(-1) \
+            if fused and rows <= INLINE_ROWS and w is not None else np.zeros(0, work)
+        # one scratch block per run: x W^T, the state h and c, the gate rows, GRU's two more
+        g3 = self.GATES == 3 and not self.lbr
+        parts = (dirs * rows * gh, tasks * hs, tasks * hs, tasks * gh, tasks * hs * g3,
+                 tasks * hs * g3)
+        bounds = np.cumsum((0,) + parts).tolist()
+        fixed = (np.zeros(dirs * 2 * gh, work), np.full(batch, seq, np.int32))
+        ctx.prepared = (product, recur, reset, np.array(geo, dtype=np.int64), work, tasks, fn,
+                        fused, rt, wt, bounds, fixed)
 
     def run(self, ctx: RunContext) -> None:
-        product, recur, reset, geo, work, tasks, fn = ctx.prepared
+        product, recur, reset, geo, work, tasks, fn, fused, r, wt, bounds, fixed = ctx.prepared
+        zeros, full = fixed
+        block = scratch(ctx, work, (bounds[-1],))
+        xw, h, c, hr, hn, rh = (block[bounds[i]:bounds[i + 1]] for i in range(6))
         seq, batch, hs, dirs = (int(v) for v in geo[:4])
         g = self.GATES * hs
         flat = ctx.flat_in
         x, w = widen(ctx, flat[0], work), widen(ctx, flat[1], work)
-        r = scratch(ctx, work, (dirs * hs * g,))
-        np.copyto(r.reshape(dirs, hs, g), ctx.inputs[2].transpose(0, 2, 1), casting="unsafe")
-        b = self._optional(ctx, 3, work, dirs * 2 * g)
-        p = self._optional(ctx, 7, work, 0)
+        if r is None:
+            r = scratch(ctx, work, (dirs * hs * g,))
+            np.copyto(r.reshape(dirs, hs, g), ctx.inputs[2].transpose(0, 2, 1), casting="unsafe")
+        b = self._optional(ctx, 3, work, zeros)
+        p = self._optional(ctx, 7, work, zeros[:0])
         if len(flat) > 4 and flat[4] is not None:
             lens = flat[4]
             if lens.size and (lens.min() < 0 or lens.max() > seq):
                 ctx.node.fail(f"sequence_lens must lie in [0, {seq}]", ErrorKind.INVALID_INPUT)
         else:
-            lens = scratch(ctx, np.int32, (batch,))
-            lens.fill(seq)
-        xw = scratch(ctx, work, (dirs * seq * batch * g,))
-        product(x, w, xw)
+            lens = full
+        if not wt.size:
+            product(x, w, xw)
         # the state, (direction, batch entry, hidden) ordered whatever the layout
-        h = self._state(ctx, 5, work, dirs, batch, hs)
-        c = self._state(ctx, 6, work, dirs, batch, hs)
+        self._state(ctx, 5, h, dirs, batch, hs)
+        self._state(ctx, 6, c, dirs, batch, hs)
         y = ctx.flat_out[0] if len(ctx.flat_out) > 0 else None
         ys = y if y is None or y.dtype == work else scratch(ctx, work, (y.size,))
         if ys is not None and lens.size and lens.min() < seq:
             ys.fill(0)
-        hr = scratch(ctx, work, (tasks * g,))
-        hn = scratch(ctx, work, (tasks * hs,)) if reset is not None else hr
-        rh = scratch(ctx, work, (tasks * hs,)) if reset is not None else hr
+        if not hn.size:
+            hn = rh = hr
         y_arg = ys if ys is not None else hr[:0]
         clip = work.type(self.clip)
-        for s in range(seq):
-            recur(h, r, hr)
-            fn(xw, hr, hn, b, p, lens, y_arg, h, c, rh, geo, s, 0, self.codes, self.alphas,
-               self.betas, ys is not None, clip, tasks)
-            if reset is not None:
-                reset(rh, r, hn)
-                fn(xw, hr, hn, b, p, lens, y_arg, h, c, rh, geo, s, 1, self.codes, self.alphas,
-                   self.betas, ys is not None, clip, tasks)
+        consts = (self.codes, self.alphas, self.betas, ys is not None, clip, tasks)
+        if fused:
+            fn(x, wt, xw, r, hr, hn, b, p, lens, y_arg, h, c, rh, geo, 0, seq, 0, *consts, True)
+        else:
+            for s in range(seq):
+                recur(h, r, hr)
+                fn(x, wt, xw, r, hr, hn, b, p, lens, y_arg, h, c, rh, geo, s, s + 1, 0, *consts,
+                   False)
+                if reset is not None:
+                    reset(rh, r, hn)
+                    fn(x, wt, xw, r, hr, hn, b, p, lens, y_arg, h, c, rh, geo, s, s + 1, 1,
+                       *consts, False)
         if ys is not None and ys is not y:
             np.copyto(y, ys, casting="unsafe")
         for i, state in ((1, h), (2, c)):
@@ -356,24 +451,21 @@ class _Recurrent(OpKernel):
                     _canonical_nan(out)
 
     @staticmethod
-    def _optional(ctx, i, work, size):
-        """Input i in the work type, zeros of ``size`` when it is absent."""
+    def _optional(ctx, i, work, zeros):
+        """Input i in the work type, ``zeros`` when it is absent."""
         if len(ctx.flat_in) > i and ctx.flat_in[i] is not None:
             return widen(ctx, ctx.flat_in[i], work)
-        z = scratch(ctx, work, (size,))
-        z.fill(0)
-        return z
+        return zeros
 
-    def _state(self, ctx, i, work, dirs, batch, hs):
-        """A (direction, batch entry, hidden) copy of initial state input i (zeros if absent)."""
-        state = scratch(ctx, work, (dirs * batch * hs,))
+    def _state(self, ctx, i, state, dirs, batch, hs):
+        """``state`` := a (direction, batch entry, hidden) copy of initial state input i
+        (zeros if absent)."""
         if len(ctx.inputs) > i and ctx.inputs[i] is not None:
             src = ctx.inputs[i]
             np.copyto(state.reshape(dirs, batch, hs),
                       src.transpose(1, 0, 2) if self.layout else src, casting="unsafe")
         else:
             state.fill(0)
-        return state
 
 
 class RNN(_Recurrent):

@@ -104,3 +104,40 @@ def test_recurrent_errors():
         None, dict(zip(names, feeds)))[0] for m, t in (("exact", 1), ("exact", 2), ("fast", 1))]
     assert runs[0].tobytes() == runs[1].tobytes()
     np.testing.assert_allclose(runs[0], runs[2], rtol=1e-5, atol=1e-6)
+
+
+PATH_CASES = [
+    ("RNN", {"direction": "bidirectional", "clip": 1.5}, 1),
+    ("GRU", {"direction": "reverse"}, 2),
+    ("GRU", {"direction": "bidirectional", "linear_before_reset": 1}, 1),
+    ("LSTM", {"direction": "forward", "activations": ["Sigmoid", "Affine", "Tanh"],
+              "activation_alpha": [0.7], "activation_beta": [0.1]}, 2),
+    ("LSTM", {"direction": "bidirectional", "clip": 0.8}, 1),
+]
+
+
+@pytest.mark.parametrize("op,attrs,batch", PATH_CASES)
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_recurrent_paths_give_the_same_bits(op, attrs, batch, mode, monkeypatch):
+    """A fused recurrence (one call per sequence, x W^T made inside for few rows) and the
+    per-step products of the large-shape path make every element with the same operations."""
+    from graphrt.kernels.rnn import recurrent
+    dirs = 2 if attrs["direction"] == "bidirectional" else 1
+    got = {}
+    for seq in (1, 6):
+        inputs = rnn_inputs(op, seq, batch, 7, 9, dirs, init=True, peep=op == "LSTM", seed=3)
+        inputs[4] = None if batch == 1 else np.array([seq, max(1, seq - 2)], np.int32)
+        n_out = 3 if op == "LSTM" else 2
+        model = one_node(op, inputs, dict(attrs, hidden_size=9), 14, outs=[np.float32] * n_out,
+                         consts=(1, 2, 3, 7))
+        x = feeds(inputs, consts=(1, 2, 3, 7))
+        for path, fused in (("fused", (4, 1 << 18)), ("steps", (0, 0))):
+            monkeypatch.setattr(recurrent, "FUSED_BATCH", fused[0])
+            monkeypatch.setattr(recurrent, "FUSED_WEIGHTS", fused[1])
+            sess = graphrt.Session(model, graphrt.SessionOptions(mode=mode))
+            got[seq, path] = [a.tobytes() for a in sess.run(None, x)]
+        assert got[seq, "fused"] == got[seq, "steps"]
+    want = onnxruntime_outputs(model, x)
+    out = graphrt.Session(model, graphrt.SessionOptions(mode=mode)).run(None, x)
+    for g, w in zip(out, want):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

@@ -96,14 +96,30 @@ class Gemm(OpKernel):
                 ctx.fail(f"C of shape {list(sc)} does not broadcast to {[m, n]}")
             c_strides = element_strides(sc, (m, n))
         ctx.set_output(0, dt, (m, n))
-        ctx.prepared = Product(dt, m, n, k, (1, m) if self.trans_a else (k, 1),
-                               (1, k) if self.trans_b else (n, 1), exact=ctx.exact, gemm=True,
-                               alpha=self.alpha, beta=self.beta, c_strides=c_strides)
+        # A constant B' (a layer's weights, transB=1 as exporters write Linear) is laid out
+        # k-major once: the product then reads its columns in place instead of packing them
+        # in every run (or, for a few rows, running scalar chains over them). Each element's
+        # chain is the same, so are the bits.
+        bt = self._k_major(ctx.value(1)) if self.trans_b else None
+        trans_b = self.trans_b and bt is None
+        ctx.prepared = (Product(dt, m, n, k, (1, m) if self.trans_a else (k, 1),
+                                (1, k) if trans_b else (n, 1), exact=ctx.exact, gemm=True,
+                                alpha=self.alpha, beta=self.beta, c_strides=c_strides), bt)
+
+    def _k_major(self, b):
+        """B' of a constant transposed B, made once per kernel (shared by its plans)."""
+        if b is None:
+            return None
+        cached = getattr(self, "_bt", None)
+        if cached is None or cached[0] is not b:
+            cached = self._bt = (b, np.ascontiguousarray(b.T).reshape(-1))
+        return cached[1]
 
     def absorb_relu(self, prepared) -> bool:
-        return prepared.absorb_relu()
+        return prepared[0].absorb_relu()
 
     def run(self, ctx: RunContext) -> None:
-        a, b = ctx.flat_in[0], ctx.flat_in[1]
+        product, bt = ctx.prepared
+        a, b = ctx.flat_in[0], ctx.flat_in[1] if bt is None else bt
         c = ctx.flat_in[2] if len(ctx.flat_in) > 2 else None
-        ctx.prepared(a, b, ctx.flat_out[0], c)
+        product(a, b, ctx.flat_out[0], c)

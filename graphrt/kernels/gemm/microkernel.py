@@ -60,7 +60,7 @@ MR = 12 if VBYTES == 64 else 6
 KC = 256                    # k per block: an A panel and a B panel stay in L1
 MC = 8 * MR                 # rows per packed block of A (stays in L2)
 NC_BYTES = 1 << 19          # a packed block of B (KC x NC) stays in L2
-FEW_ROWS = 4                # fewer rows with transposed B: _dot_rows (no packing of B)
+FEW_ROWS = 4                # fewer rows: _dot_rows (B transposed) or few_rows (no packing of B)
 
 
 def nr_of(itemsize: int) -> int:
@@ -419,6 +419,22 @@ def _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, 
                     out[oo + i * ldo + j] = s0
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def few_rows(a, ao, a_si, a_sk, b, bo, b_sk, out, oo, ldo, rows, cols, kk, exact):
+    """The few-rows case with B's rows contiguous (b_sj = 1: a k-major B): for each row of
+    A, all its columns' chains advance together over k ascending -- the micro-kernel's
+    operations, vectorised over the columns, read without packing."""
+    for i in range(rows):
+        ai = ao + i * a_si
+        acc = out[oo + i * ldo:oo + i * ldo + cols]     # slices: no wrap-around test
+        acc[:] = 0
+        for k in range(kk):
+            x = a[ai + k * a_sk]
+            row = b[bo + k * b_sk:bo + k * b_sk + cols]
+            for j in range(cols):
+                acc[j] = step(exact, x, row[j], acc[j])
+
+
 def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk,
                  ap, bp, cb, exact, btab, epi):
     """out[oo + i*ldo + j] = A[i, :] @ B[:, j] for i < rows, j < cols (module docstring),
@@ -435,6 +451,9 @@ def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols
         return False
     if rows < FEW_ROWS and b_sk == 1 and b_sj != 1 and btab.size == 0:
         _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, exact)
+        return False
+    if rows < FEW_ROWS and b_sj == 1 and btab.size == 0:
+        few_rows(a, ao, a_si, a_sk, b, bo, b_sk, out, oo, ldo, rows, cols, kk, exact)
         return False
     fuse = FUSED_EPILOGUE and epi[3] != 0 and rows % MR in (0, 8, 4)
     nc = bp.size // max(1, min(KC, kk))

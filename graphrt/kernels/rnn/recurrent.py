@@ -38,7 +38,7 @@ from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.floats import FLOATS, compute_dtype, widen
 from ..core.jit import Variants
-from ..gemm.microkernel import step
+from ..gemm.microkernel import few_rows
 from ..gemm.product import Product
 from ..math import exactmath, vecmath
 
@@ -141,17 +141,10 @@ def _apply(code, alpha, beta, clip, a, lo, hi):
 
 
 def _matvec(x, xo, n, w, wo, ld, cols, out, oo):
-    """out[oo + j] = sum over k < n of x[xo + k] * w[wo + k * ld + j], for j < cols: one
-    chain per element from 0 with k ascending, each step as the GEMM's (gemm/microkernel.py
-    ``step``: one FMA in fast mode, a rounded multiply and add in exact mode), so the bits of
-    the GEMM that the large-shape path runs instead."""
-    acc = out[oo:oo + cols]     # slices: indices known non-negative, so the loops vectorise
-    acc[:] = 0
-    for k in range(n):
-        xk = x[xo + k]
-        row = w[wo + k * ld:wo + k * ld + cols]
-        for j in range(cols):
-            acc[j] = step(EXACT, xk, row[j], acc[j])
+    """out[oo + j] = sum over k < n of x[xo + k] * w[wo + k * ld + j], for j < cols: the
+    GEMM's few-rows kernel on one row, so the bits of the product the large-shape path runs
+    instead."""
+    few_rows(x, xo, 0, 1, w, wo, ld, out, oo, 0, 1, cols, n, EXACT)
 
 
 def _steps(x, wt, xw, rt, hr, hn, b, p, lens, y, h, c, rh, geo, s0, s1, phase, codes, alphas,

@@ -9,7 +9,10 @@ import pytest
 from graphrt.errors import ErrorKind
 from graphrt.kernels.gemm.matmul import Gemm, MatMul
 
-from ...helpers import CANONICAL_NAN32, bits, expect_error, kernel_run, numba_threads, rand
+from graphrt.kernels.core.base import RunContext
+
+from ...helpers import (CANONICAL_NAN32, bits, expect_error, kernel_infer, kernel_run,
+                       numba_threads, rand)
 
 
 def sequential_matmul(a, b):
@@ -148,6 +151,27 @@ def test_gemm_exact_large_blocks_and_threads(tb):
                                    exact=True))
     np.testing.assert_array_equal(bits(outs[0]), bits(outs[1]))
     assert_exact_bits(outs[0], ref)
+
+
+@pytest.mark.parametrize("m", [1, 3, 5])
+@pytest.mark.parametrize("exact", [False, True])
+def test_gemm_constant_transposed_b_gives_the_bits_of_a_run_time_b(m, exact):
+    """A constant B with transB=1 is laid out k-major once per plan (few rows: every
+    column's chain advanced together); a B known at run time only is read as it is."""
+    k, n = 300, 70
+    a, b, c = rand((m, k), seed=21), rand((n, k), seed=22), rand((n,), seed=23)
+    outs = []
+    for unknown in ((), (1,)):
+        kernel, ctx = kernel_infer(Gemm, [a, b, c], dict(transB=1), exact=exact,
+                                   unknown=unknown)
+        out = np.empty((m, n), np.float32)
+        kernel.run(RunContext(kernel.node, [a, b, c], [out], ctx.prepared, exact))
+        outs.append(out)
+    np.testing.assert_array_equal(bits(outs[0]), bits(outs[1]))
+    if exact:
+        assert_exact_bits(outs[0], gemm_reference(a, b, c, 0, 1, 1.0, 1.0))
+    else:
+        np.testing.assert_allclose(outs[0], a @ b.T + c, rtol=1e-5, atol=1e-5)
 
 
 def test_gemm_epilogue_is_not_fused_in_fast_mode():

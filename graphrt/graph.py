@@ -31,11 +31,15 @@ class CompiledGraph:
     """A graph with every value numbered and every node bound to its kernel.
 
     ``body_factory(compiled_graph)`` wraps a nested compiled body into what subgraph kernels
-    run (the session layer provides it). ``captures`` name the extra inputs of a body."""
+    run (the session layer provides it). ``captures`` name the extra inputs of a body;
+    those in ``known`` (outer constants, by name) become constants of the body instead, and
+    ``dropped`` lists their positions among the caller's inputs (declared, then captured),
+    which Body.run leaves out."""
 
     def __init__(self, graph: IrGraph, opsets: dict, options: SessionOptions,
                  table: OperatorTable = DEFAULT, cancel: CancelToken | None = None,
-                 body_factory=None, captures: tuple[str, ...] = (), is_body: bool = False):
+                 body_factory=None, captures: tuple[str, ...] = (), is_body: bool = False,
+                 known: dict | None = None):
         if options.weight_storage is not WeightStorage.ORIGINAL:
             raise SessionError(ErrorKind.UNSUPPORTED,
                                f"weight_storage={options.weight_storage.value} is not implemented yet")
@@ -54,10 +58,15 @@ class CompiledGraph:
         self.constants: dict[int, np.ndarray] = {}
         for name, arr in g.initializers.items():
             self.constants[define(name, None)] = arr
+        known = known or {}
+        for name in captures:
+            if name in known:
+                self.constants[define(name, None)] = known[name]
         self.inputs: list[TensorInfo] = []
         self.input_ids: list[int] = []
         declared = [i for i in g.inputs if i.name not in g.initializers]   # IR < 4 lists both
-        for info in declared + [TensorInfo(c, None, None) for c in captures]:
+        self.dropped = frozenset(len(declared) + k for k, c in enumerate(captures) if c in known)
+        for info in declared + [TensorInfo(c, None, None) for c in captures if c not in known]:
             if info.dtype is None and not is_body:
                 if info.elem_code:
                     raise SessionError(ErrorKind.UNSUPPORTED, f"input {info.name!r} has element type "
@@ -106,11 +115,15 @@ class CompiledGraph:
                                names[0], tuple(sorted(missing)))
 
         def body_compiler(caps):
+            # captured constants are the body's own: its plans fold what depends on them
+            # and never copy them in per call
+            known = {c: self.constants[ids[c]] for c in caps if ids[c] in self.constants}
+
             def compile_body(body: IrGraph):
                 if body_factory is None:
                     raise SessionError(ErrorKind.UNSUPPORTED, "subgraphs need a session to run them")
                 return body_factory(CompiledGraph(body, opsets, options, table, cancel, body_factory,
-                                                  caps, is_body=True))
+                                                  caps, is_body=True, known=known))
             return compile_body
 
         self.nodes: list[CompiledNode] = []

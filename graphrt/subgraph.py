@@ -30,11 +30,26 @@ class Body:
     def input_infos(self):
         return self.graph.inputs
 
-    def run(self, inputs, cancel=None) -> list[np.ndarray]:
-        if len(inputs) != len(self.graph.inputs):
+    def run(self, inputs, cancel=None, held=None) -> list[np.ndarray]:
+        """``inputs``: the declared ones, then every captured value (those the body holds as
+        constants are left out here). ``held``: from ``held()``, for the calls of one loop."""
+        dropped = self.graph.dropped
+        if len(inputs) != len(self.graph.inputs) + len(dropped):
             raise SessionError(ErrorKind.INVALID_MODEL,
-                               f"a body takes {len(self.graph.inputs)} inputs, got {len(inputs)}")
+                               f"a body takes {len(self.graph.inputs) + len(dropped)} inputs, "
+                               f"got {len(inputs)}")
+        if dropped:
+            inputs = [x for i, x in enumerate(inputs) if i not in dropped]
         arrays = [x if x.flags.c_contiguous else x.copy() for x in map(np.asarray, inputs)]
         out_ids = self.graph.output_ids
-        return self._plans.run(arrays, lambda plan, values: [
-            np.array(values[v], copy=True) for v in out_ids], cancel=cancel)
+
+        def deliver(plan, values):
+            return [np.array(values[v], copy=True) for v in out_ids]
+        if held is not None:
+            return held.run(arrays, deliver, cancel)
+        return self._plans.run(arrays, deliver, cancel=cancel)
+
+    def held(self):
+        """A context for the calls of one loop: the plan and run state stay taken while the
+        inputs keep their types and shapes."""
+        return self._plans.held()

@@ -123,6 +123,11 @@ class PlanCache:
         finally:
             entry.release()
 
+    def held(self) -> "HeldRuns":
+        """Repeated runs that keep one plan and run state while the inputs' signature stays
+        (a Loop's iterations); close(), or the end of a ``with`` block, gives them back."""
+        return HeldRuns(self)
+
     def wait_for_schedules(self, timeout: float | None = None) -> bool:
         """Wait until no cached plan is still compiling its jitted schedule; False when
         ``timeout`` seconds passed first."""
@@ -147,6 +152,42 @@ class PlanCache:
             if sig == signature:
                 return entry
         return None
+
+
+class HeldRuns:
+    """PlanCache.run for a run of calls (without its buffer checks, profile or thread
+    switch), acquiring the plan and taking a run state only when the signature changes."""
+
+    __slots__ = ("cache", "key", "entry", "state")
+
+    def __init__(self, cache: PlanCache):
+        self.cache, self.key, self.entry, self.state = cache, None, None, None
+
+    def run(self, arrays: list, deliver: Callable, cancel=None):
+        key = signature(arrays)
+        if key != self.key:
+            self.close()
+            self.entry = self.cache.acquire(key)
+            self.state = self.entry.take()
+            self.key = key
+        plan, state = self.entry.plan, self.state
+        try:
+            execute(plan, state, arrays, cancel, self.cache.poison, None)
+            return deliver(plan, state.values)
+        finally:
+            release_dynamic(plan, state)
+
+    def close(self) -> None:
+        if self.entry is not None:
+            self.entry.give(self.state)
+            self.entry.release()
+        self.key = self.entry = self.state = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def signature(arrays) -> tuple:

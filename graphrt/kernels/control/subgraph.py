@@ -83,15 +83,16 @@ class Loop(_BodyKernel):
         n_scan = len(self.body.output_infos) - 1 - self.n_carried
         scans: list[list] = [[] for _ in range(n_scan)]
         i = 0
-        while (trips is None or i < trips) and cond:
-            self._check_cancel(ctx)
-            outs = self.body.run([np.array(i, np.int64), np.array(cond)] + carried + captured,
-                                 ctx.cancel)
-            cond = bool(np.asarray(outs[0]).reshape(-1)[0])
-            carried = outs[1:1 + self.n_carried]
-            for k in range(n_scan):
-                scans[k].append(outs[1 + self.n_carried + k])
-            i += 1
+        with self.body.held() as held:
+            while (trips is None or i < trips) and cond:
+                self._check_cancel(ctx)
+                outs = self.body.run([np.array(i, np.int64), np.array(cond)] + carried
+                                     + captured, ctx.cancel, held)
+                cond = bool(np.asarray(outs[0]).reshape(-1)[0])
+                carried = outs[1:1 + self.n_carried]
+                for k in range(n_scan):
+                    scans[k].append(outs[1 + self.n_carried + k])
+                i += 1
         for k, v in enumerate(carried):
             ctx.set_output_value(k, v)
         infos = self.body.output_infos[1 + self.n_carried:]
@@ -171,14 +172,15 @@ class Scan(_BodyKernel):
         if length is not None:
             steps = min(steps, length)
         outs: list[list] = [[] for _ in range(self.n_scan_out)]
-        for t in range(steps):
-            self._check_cancel(ctx)
-            slices = [np.take(x, steps - 1 - t if d else t, axis=a)
-                      for x, a, d in zip(xs, axes, self.in_dirs)]
-            res = self.body.run(list(states) + slices + captured, ctx.cancel)
-            states = res[:self.n_states]
-            for k in range(self.n_scan_out):
-                outs[k].append(res[self.n_states + k])
+        with self.body.held() as held:
+            for t in range(steps):
+                self._check_cancel(ctx)
+                slices = [np.take(x, steps - 1 - t if d else t, axis=a)
+                          for x, a, d in zip(xs, axes, self.in_dirs)]
+                res = self.body.run(list(states) + slices + captured, ctx.cancel, held)
+                states = res[:self.n_states]
+                for k in range(self.n_scan_out):
+                    outs[k].append(res[self.n_states + k])
         placed = []
         infos = self.body.output_infos[self.n_states:]
         for k in range(self.n_scan_out):

@@ -263,3 +263,50 @@ def test_loop_with_no_iteration_hands_back_a_copy_of_its_input(monkeypatch):
     x = np.array([1, -2, 3, -4], np.float32)
     y = graphrt.Session(model).run(None, {"M": np.array(0, np.int64), "x": x})[0]
     assert np.array_equal(y, np.maximum(x, 0) + 2 * x)
+
+
+def test_loop_whose_carried_value_grows_changes_plans_between_iterations():
+    """Each iteration appends to the carried value: the held plan and run state are given
+    back and another taken whenever the shapes change, and the iterations stay in order."""
+    body = graph([n("Concat", ["acc", "row"], ["acc2"], axis=0),
+                  n("Identity", ["cond_in"], ["c"]),
+                  n("Cast", ["i"], ["fi"], to=TensorProto.FLOAT),
+                  n("Add", ["row", "fi"], ["row2"])],
+                 [tensor("i", I64, []), tensor("cond_in", B, []), tensor("acc", F, None),
+                  tensor("row", F, [1, 2])],
+                 [tensor("c", B, []), tensor("acc2", F, None), tensor("row2", F, [1, 2])])
+    model = make([n("Loop", ["M", "", "a0", "r0"], ["acc", "row"], body=body)],
+                 [tensor("M", I64, []), tensor("a0", F, [0, 2]), tensor("r0", F, [1, 2])],
+                 [tensor("acc", F, None), tensor("row", F, None)])
+    feeds = {"M": np.array(5, np.int64), "a0": np.zeros((0, 2), np.float32),
+             "r0": np.array([[1, 2]], np.float32)}
+    want = np.array([[1, 2], [1, 2], [2, 3], [4, 5], [7, 8]], np.float32)   # row += i
+    sess = graphrt.Session(model)
+    for _ in range(2):          # the second run reuses the body's plans
+        acc, row = sess.run(None, feeds)
+        np.testing.assert_array_equal(acc, want)
+        np.testing.assert_array_equal(row, [[11, 12]])
+
+
+def test_a_captured_constant_is_the_bodys_own_and_gives_the_same_bits():
+    """A body reading an outer initializer holds it as a constant (nothing copied in per
+    call, its plans fold what depends on it); fed as a graph input instead, the same bits."""
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal((8, 8)).astype(np.float32)
+    body = graph([n("MatMul", ["h", "W"], ["m"]), n("Tanh", ["m"], ["h2"]),
+                  n("Identity", ["cond_in"], ["c"])],
+                 [tensor("i", I64, []), tensor("cond_in", B, []), tensor("h", F, [1, 8])],
+                 [tensor("c", B, []), tensor("h2", F, [1, 8])])
+    loop = n("Loop", ["M", "", "h0"], ["h"], body=body)
+    x = {"M": np.array(6, np.int64), "h0": rng.standard_normal((1, 8)).astype(np.float32)}
+    held = make([loop], [tensor("M", I64, []), tensor("h0", F, [1, 8])], [tensor("h", F, None)],
+                [const("W", w)])
+    fed = make([loop], [tensor("M", I64, []), tensor("h0", F, [1, 8]), tensor("W", F, [8, 8])],
+               [tensor("h", F, None)])
+    for mode in ("fast", "exact"):
+        opts = graphrt.SessionOptions(mode=mode, optimization_level="none")
+        a = graphrt.Session(held, opts)
+        b = graphrt.Session(fed, opts)
+        body_graph = a._graph.nodes[0].kernel.body.graph
+        assert body_graph.dropped and not b._graph.nodes[0].kernel.body.graph.dropped
+        assert a.run(None, x)[0].tobytes() == b.run(None, dict(x, W=w))[0].tobytes()

@@ -231,12 +231,20 @@ def phase_rows(g, pstride=None) -> np.ndarray:
     return np.array(rows, dtype=np.int64).reshape(-1, 5)
 
 
+@njit(cache=True, nogil=True)
+def _deal_row(xp, d0, d1, x, s0, n):
+    """runs.deal_run out of line: inlined beside copy_run in copy_phases' loop, it made the
+    whole split about 10 times slower, even for planes without a stride-2 row (576 planes
+    of 7 x 7 at stride 1: 180 against 15 us)."""
+    deal_run(xp, d0, d1, x, s0, n)
+
+
 @njit(cache=True, nogil=True, error_model="numpy")
 def copy_phases(xp, base, x, xo, rows):
     """The copies of phase_rows: the plane at x[xo] into the buffer at xp[base]."""
     for r in range(rows.shape[0]):
         if rows[r, 3] == 0:
-            deal_run(xp, base + rows[r, 0], base + rows[r, 4], x, xo + rows[r, 1], rows[r, 2])
+            _deal_row(xp, base + rows[r, 0], base + rows[r, 4], x, xo + rows[r, 1], rows[r, 2])
         else:
             copy_run(xp, base + rows[r, 0], x, xo + rows[r, 1], rows[r, 2], rows[r, 3])
 

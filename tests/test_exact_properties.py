@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-import subprocess
-import sys
 import tempfile
 from dataclasses import dataclass, field
 
@@ -34,9 +32,9 @@ from graphrt.kernels.core.broadcast import PARALLEL_MIN
 from graphrt.kernels.gemm.product import PARALLEL_WORK
 from graphrt.plan.execute import execute
 
+from .helpers import ROOT, assert_same_arrays, generic_cpu_bits
 from .models import const, make
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ELEM = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE}
 CANONICAL = {np.dtype(np.float32): 0x7FC00000, np.dtype(np.float64): 0x7FF8000000000000}
 SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1e-40, -3e-42, 1e-310, -5e-324]
@@ -245,18 +243,9 @@ def test_exact_same_bits_in_another_process_on_the_generic_path(tmp_path):
     """NUMBA_CPU_NAME=generic: numba compiles for a baseline x86-64 (SSE2, no AVX, no FMA),
     in a cache directory of its own (kept between runs, in the system's temp directory)."""
     cache = os.path.join(tempfile.gettempdir(), "graphrt-numba-generic")
-    env = dict(os.environ, NUMBA_CPU_NAME="generic", NUMBA_CACHE_DIR=cache,
-               PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
-    env.pop("NUMBA_CPU_FEATURES", None)
     out = tmp_path / "bits.npz"
-    code = f"from tests.test_exact_properties import _dump; _dump({str(out)!r})"
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    here, there = fixed_bits(1), np.load(out)
-    assert sorted(there.files) == sorted(here)
-    for key, b in here.items():
-        assert np.array_equal(there[key], b), key
+    generic_cpu_bits("tests.test_exact_properties", out, cache, 900)
+    assert_same_arrays(fixed_bits(1), np.load(out))
 
 
 # ----------------------------------------------------------------------------- fast mode

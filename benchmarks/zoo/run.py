@@ -67,11 +67,13 @@ class Row:
 
 def start(cls, data, feeds, threads, mem: PeakMemory):
     row = Row()
+    measuring = False
     try:
         t0 = time.perf_counter()
         rt = cls(data, threads)
         t1 = time.perf_counter()
         mem.start()
+        measuring = True
         t1b = time.perf_counter()
         row.outs = rt.run(feeds)
         row.first = (t1 - t0) + (time.perf_counter() - t1b)
@@ -84,11 +86,12 @@ def start(cls, data, feeds, threads, mem: PeakMemory):
         for _ in range(6):
             rt.run(feeds)
         row.mib = mem.stop()
+        measuring = False
         rt.settle()
         return rt, row
     except Exception as e:  # a model a runtime cannot run is a row, not a crash
         row.error = f"{type(e).__name__}: {e}".splitlines()[0][:200]
-        if mem.rss:
+        if measuring:
             mem.stop()
         return None, row
 

@@ -74,6 +74,7 @@ class Gemm(OpKernel):
         self.trans_b = int(node.attr("transB", 0)) != 0
         self.alpha = float(node.attr("alpha", 1.0))
         self.beta = float(node.attr("beta", 1.0))
+        self._bt = None         # (constant B, its k-major copy): see _k_major
 
     def infer(self, ctx: InferContext) -> None:
         has_c = ctx.has_input(2)
@@ -110,7 +111,7 @@ class Gemm(OpKernel):
         """B' of a constant transposed B, made once per kernel (shared by its plans)."""
         if b is None:
             return None
-        cached = getattr(self, "_bt", None)
+        cached = self._bt
         if cached is None or cached[0] is not b:
             cached = self._bt = (b, np.ascontiguousarray(b.T).reshape(-1))
         return cached[1]

@@ -394,7 +394,8 @@ class _Recurrent(OpKernel):
         seq, batch, hs, dirs = (int(v) for v in geo[:4])
         g = self.GATES * hs
         flat = ctx.flat_in
-        x, w = widen(ctx, flat[0], work), widen(ctx, flat[1], work)
+        x = widen(ctx, flat[0], work)
+        w = None if wt.size else widen(ctx, flat[1], work)     # (W^T made per plan)
         if r is None:
             r = scratch(ctx, work, (dirs * hs * g,))
             np.copyto(r.reshape(dirs, hs, g), ctx.inputs[2].transpose(0, 2, 1), casting="unsafe")

@@ -5,18 +5,16 @@ generated code, and the same bits from the exact operators at 1 and 2 threads.""
 from __future__ import annotations
 
 import math
-import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from graphrt.kernels.math import exactmath as xm
 
+from ...helpers import assert_same_arrays, generic_cpu_bits
+
 mp = pytest.importorskip("mpmath").mp
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))   # the repository
 
 # Max error (ulps) of float64 results measured over 20,000 random and edge values per function
 # (erf 0.84, erfc 0.79, gelu 0.82, tanh 0.60, expm1 0.54, the others at most 0.504), with a
@@ -257,19 +255,10 @@ def test_same_bits_on_generic_path_and_no_libm_or_fma(tmp_path):
     """A fresh process with an empty numba cache of its own, compiling for a generic x86-64
     (no AVX, no FMA: NUMBA_CPU_NAME=generic), gives this process's bits, and its code
     declares no libm function or FMA intrinsic and carries no fast-math flag."""
-    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "numba"), NUMBA_CPU_NAME="generic",
-               PYTHONPATH=os.pathsep.join(filter(None, [ROOT, os.environ.get("PYTHONPATH")])))
-    env.pop("NUMBA_CPU_FEATURES", None)
     out = tmp_path / "bits.npz"
-    code = f"from tests.ops.math.test_exactmath import _dump; _dump({str(out)!r})"
-    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = generic_cpu_bits("tests.ops.math.test_exactmath", out, tmp_path / "numba", 600)
     assert proc.stdout.strip() == "clean", proc.stdout[:2000]
-    here, there = all_bits(), np.load(out)
-    assert sorted(there.files) == sorted(here)
-    for key, bits in here.items():
-        assert np.array_equal(there[key], bits), key
+    assert_same_arrays(all_bits(), np.load(out))
 
 
 @pytest.mark.parametrize("op, fn, attrs, opset", [

@@ -220,12 +220,17 @@ def value_info(v: onnx.ValueInfoProto) -> TensorInfo:
     if which in ("sequence_type", "optional_type"):
         kind, code = type_desc(t)
         return TensorInfo(v.name, np.dtype(np.uint8), None, kind, code)
+    if which == "map_type":
+        value = t.map_type.value_type
+        code = int(value.tensor_type.elem_type) if value.WhichOneof("value") == "tensor_type" else 0
+        return TensorInfo(v.name, np.dtype(np.uint8), None, "map", code, int(t.map_type.key_type))
     return TensorInfo(v.name, None, None, "tensor")
 
 
 def type_desc(tp) -> tuple[str, int]:
     """A TypeProto as (outer kind, innermost tensor element code)."""
-    kind = {"sequence_type": "sequence", "optional_type": "optional"}.get(tp.WhichOneof("value"), "tensor")
+    kind = {"sequence_type": "sequence", "optional_type": "optional",
+            "map_type": "map"}.get(tp.WhichOneof("value"), "tensor")
     inner = tp
     while inner.WhichOneof("value") in ("sequence_type", "optional_type"):
         inner = getattr(inner, inner.WhichOneof("value")).elem_type

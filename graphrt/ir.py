@@ -12,7 +12,7 @@ class TensorInfo:
 
     ``dims`` holds ints for fixed extents, strings for symbolic ones and None for unknown
     ones; ``dims`` itself is None when not even the rank is known. ``kind`` is "tensor",
-    "sequence" or "optional".
+    "sequence", "optional" or "map" (``elem_code`` then the values' type).
     """
 
     name: str
@@ -20,6 +20,7 @@ class TensorInfo:
     dims: tuple | None
     kind: str = "tensor"
     elem_code: int = 0          # the ONNX element type code (also when numpy has no dtype)
+    key_code: int = 0           # a map's key type code
 
     @property
     def rank(self) -> int | None:

@@ -1,4 +1,4 @@
-"""Sequences and optionals as one rank-1 uint8 tensor each (docs/contract.md section 8).
+"""Sequences, optionals and maps as one rank-1 uint8 tensor each (docs/contract.md section 8).
 
 Layout, little-endian:
   tag  b"GRPV" (4 bytes), kind (1 byte)
@@ -6,10 +6,14 @@ Layout, little-endian:
   kind OPTIONAL_NONE:   element type code (1 byte), nothing else
   kind OPTIONAL_TENSOR: one element
   kind OPTIONAL_SEQ:    a whole packed sequence (with its own tag)
-  element:              type code (1 byte), rank (1 byte), extents (int64 x rank), row-major bytes
+  kind MAP:             the keys as a 1-D element, then the values as a 1-D element
+  kind MAPS:            a sequence of maps that share their keys (ZipMap's output): the keys
+                        as a 1-D element, then the values as an [N, len(keys)] element
+  element:              type code (1 byte), rank (1 byte), extents (int64 x rank), then the
+                        row-major bytes; for strings, each as a uint32 byte count and UTF-8
 
 Plans, the memory planner and sessions then see one value kind; the cost is a copy per
-sequence operation. Strings cannot be packed (sequences hold numeric and bool tensors here).
+sequence operation. A MAPS value read as a sequence gives its maps as packed MAP values.
 """
 from __future__ import annotations
 
@@ -20,7 +24,8 @@ import numpy as np
 from . import dtypes
 
 TAG = b"GRPV"
-SEQUENCE, OPTIONAL_NONE, OPTIONAL_TENSOR, OPTIONAL_SEQ = 1, 2, 3, 4
+SEQUENCE, OPTIONAL_NONE, OPTIONAL_TENSOR, OPTIONAL_SEQ, MAP, MAPS = 1, 2, 3, 4, 5, 6
+_STRING = np.dtype(object)
 
 
 def is_packed(value) -> bool:
@@ -30,10 +35,12 @@ def is_packed(value) -> bool:
 
 def _element(arr: np.ndarray) -> bytes:
     arr = np.asarray(arr)           # (np.ascontiguousarray would make a 0-d array 1-d)
-    if arr.dtype == object:
-        raise TypeError("strings cannot be held in a sequence here")
     head = struct.pack("<BB", dtypes.to_code(arr.dtype), arr.ndim)
-    return head + struct.pack(f"<{arr.ndim}q", *arr.shape) + arr.astype(arr.dtype.newbyteorder("<")).tobytes()
+    head += struct.pack(f"<{arr.ndim}q", *arr.shape)
+    if arr.dtype == _STRING:
+        words = [str(v).encode("utf-8") for v in arr.reshape(-1)]
+        return head + b"".join(struct.pack("<I", len(w)) + w for w in words)
+    return head + arr.astype(arr.dtype.newbyteorder("<")).tobytes()
 
 
 def pack_sequence(items, dtype=None) -> np.ndarray:
@@ -68,13 +75,49 @@ def _read_element(buf: bytes, pos: int):
     shape = struct.unpack_from(f"<{rank}q", buf, pos)
     pos += 8 * rank
     dt = dtypes.to_numpy(code)
+    if dt == _STRING:
+        words = []
+        for _ in range(int(np.prod(shape, dtype=np.int64))):
+            (size,) = struct.unpack_from("<I", buf, pos)
+            words.append(buf[pos + 4:pos + 4 + size].decode("utf-8"))
+            pos += 4 + size
+        return np.array(words, dtype=object).reshape(shape), pos
     n = int(np.prod(shape, dtype=np.int64)) * dt.itemsize
     arr = np.frombuffer(buf, dtype=dt.newbyteorder("<"), count=n // dt.itemsize, offset=pos)
     return arr.astype(dt).reshape(shape), pos + n
 
 
+def pack_map(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """One map: keys[i] -> values[i] (1-D arrays of one length)."""
+    return np.frombuffer(TAG + struct.pack("<B", MAP) + _element(keys) + _element(values),
+                         np.uint8).copy()
+
+
+def pack_maps(keys: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """N maps sharing ``keys``: map n is keys[j] -> values[n, j]."""
+    return np.frombuffer(TAG + struct.pack("<B", MAPS) + _element(keys) + _element(values),
+                         np.uint8).copy()
+
+
+def unpack_map(packed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(keys, values) of a packed MAP."""
+    buf = packed.tobytes()
+    if buf[:4] != TAG or buf[4] != MAP:
+        raise ValueError("not a packed map")
+    keys, pos = _read_element(buf, 5)
+    return keys, _read_element(buf, pos)[0]
+
+
+def _unpack_maps(buf: bytes) -> tuple[np.ndarray, np.ndarray]:
+    keys, pos = _read_element(buf, 5)
+    return keys, _read_element(buf, pos)[0]
+
+
 def unpack_sequence(packed: np.ndarray) -> tuple[list[np.ndarray], np.dtype]:
     buf = packed.tobytes()
+    if buf[:4] == TAG and buf[4] == MAPS:
+        keys, values = _unpack_maps(buf)
+        return [pack_map(keys, row) for row in values], np.dtype(np.uint8)
     if buf[:4] != TAG or buf[4] != SEQUENCE:
         raise ValueError("not a packed sequence")
     code, count = struct.unpack_from("<BI", buf, 5)
@@ -99,10 +142,18 @@ def unpack_optional(packed: np.ndarray):
 
 
 def to_python(value):
-    """A plan value as the caller sees it: list for sequences, None/value for optionals."""
+    """A plan value as the caller sees it: a list for sequences, None or a value for
+    optionals, a dict for a map, a list of dicts for a sequence of maps."""
     if not is_packed(value):
         return value
     kind = kind_of(value)
     if kind == SEQUENCE:
         return unpack_sequence(value)[0]
+    if kind == MAP:
+        keys, values = unpack_map(value)
+        return dict(zip(keys.tolist(), values.tolist()))
+    if kind == MAPS:
+        keys, values = _unpack_maps(value.tobytes())
+        names = keys.tolist()
+        return [dict(zip(names, row)) for row in values.tolist()]
     return unpack_optional(value)

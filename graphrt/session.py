@@ -168,7 +168,7 @@ class Session:
                 plan.graph.outputs[plan.graph.output_ids.index(vid)].kind != "tensor":
             if buf is not None:
                 raise SessionError(ErrorKind.INVALID_INPUT,
-                                   f"output {name!r} is a sequence or optional: it takes no out buffer")
+                                   f"output {name!r} is a sequence, optional or map: it takes no out buffer")
             return packed.to_python(src)
         if buf is None:
             return src.copy()
@@ -237,9 +237,12 @@ def _check_input(info: TensorInfo, value) -> np.ndarray:
 
 
 def _pack_input(info: TensorInfo, value) -> np.ndarray:
-    """Sequences come as lists of arrays, optionals as None, an array or a list."""
+    """Sequences come as lists of arrays, optionals as None, an array or a list, maps as
+    dicts."""
     elem = _dt.to_numpy(info.elem_code) if info.elem_code else None
     try:
+        if info.kind == "map":
+            return _pack_map(info, value, elem)
         if info.kind == "sequence":
             if not isinstance(value, (list, tuple)):
                 raise TypeError(f"a list of arrays, got {type(value).__name__}")
@@ -251,6 +254,28 @@ def _pack_input(info: TensorInfo, value) -> np.ndarray:
     except (TypeError, KeyError, ValueError) as e:
         raise SessionError(ErrorKind.INVALID_INPUT, f"input {info.name!r} is a {info.kind}: "
                            f"it takes {e}") from None
+
+
+def _pack_map(info: TensorInfo, value, elem) -> np.ndarray:
+    if not isinstance(value, dict):
+        raise TypeError(f"a dict, got {type(value).__name__}")
+    key = _dt.to_numpy(info.key_code)
+    keys, values = list(value.keys()), list(value.values())
+    if key == np.dtype(object):
+        if not all(isinstance(k, str) for k in keys):
+            raise TypeError("a dict with str keys")
+    elif not all(isinstance(k, (int, np.integer)) and not isinstance(k, bool) for k in keys):
+        raise TypeError(f"a dict with int keys ({_dt.name_of(key)})")
+    if elem == np.dtype(object):
+        if not all(isinstance(v, str) for v in values):
+            raise TypeError("a dict with str values")
+        v = np.array(values, dtype=object)
+    else:
+        v = np.array(values)
+        if values and (v.dtype.kind not in "iuf" or v.ndim != 1):
+            raise TypeError(f"a dict with number values ({_dt.name_of(elem)})")
+        v = v.astype(elem)
+    return packed.pack_map(np.array(keys, dtype=key), v)
 
 
 def _check_buffer(buf, name: str, dtype, shape, span: bool) -> None:

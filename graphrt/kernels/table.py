@@ -25,7 +25,12 @@ from .elementwise.variadic import Max, Mean, Min, Sum
 from .gemm.matmul import Gemm, MatMul
 from .linalg.det import Det
 from .linalg.einsum import Einsum
-from .ml.operators import ArrayFeatureExtractor, Binarizer, LabelEncoder, TreeEnsemble
+from .ml.encoders import CategoryMapper, LabelEncoder, OneHotEncoder
+from .ml.features import (ArrayFeatureExtractor, Binarizer, FeatureVectorizer, Imputer, Normalizer,
+                          Scaler)
+from .ml.linear import LinearClassifier, LinearRegressor
+from .ml.maps import CastMap, DictVectorizer, ZipMap
+from .ml.trees import TreeEnsemble, TreeEnsembleClassifier, TreeEnsembleRegressor
 from .nn.col2im import Col2Im
 from .nn.conv import Conv
 from .nn.conv_transpose import ConvTranspose
@@ -284,8 +289,21 @@ ALL: tuple[OpDef, ...] = (
     # the ai.onnx.ml domain (ml)
     OpDef("ai.onnx.ml", "LabelEncoder", 1, None, LabelEncoder),
     OpDef("ai.onnx.ml", "TreeEnsemble", 5, None, TreeEnsemble),
+    OpDef("ai.onnx.ml", "TreeEnsembleClassifier", 1, None, TreeEnsembleClassifier),
+    OpDef("ai.onnx.ml", "TreeEnsembleRegressor", 1, None, TreeEnsembleRegressor),
     OpDef("ai.onnx.ml", "Binarizer", 1, None, Binarizer),
     OpDef("ai.onnx.ml", "ArrayFeatureExtractor", 1, None, ArrayFeatureExtractor),
+    OpDef("ai.onnx.ml", "CastMap", 1, None, CastMap),
+    OpDef("ai.onnx.ml", "CategoryMapper", 1, None, CategoryMapper),
+    OpDef("ai.onnx.ml", "DictVectorizer", 1, None, DictVectorizer),
+    OpDef("ai.onnx.ml", "FeatureVectorizer", 1, None, FeatureVectorizer),
+    OpDef("ai.onnx.ml", "Imputer", 1, None, Imputer),
+    OpDef("ai.onnx.ml", "LinearClassifier", 1, None, LinearClassifier),
+    OpDef("ai.onnx.ml", "LinearRegressor", 1, None, LinearRegressor),
+    OpDef("ai.onnx.ml", "Normalizer", 1, None, Normalizer),
+    OpDef("ai.onnx.ml", "OneHotEncoder", 1, None, OneHotEncoder),
+    OpDef("ai.onnx.ml", "Scaler", 1, None, Scaler),
+    OpDef("ai.onnx.ml", "ZipMap", 1, None, ZipMap),
 )
 
 

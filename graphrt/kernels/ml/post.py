@@ -1,0 +1,93 @@
+"""Score post-transforms of the ai.onnx.ml models, row by row over a float64 score matrix.
+
+- NONE: y unchanged.
+- SOFTMAX: y_j = exp(y_j - max y) / sum_k exp(y_k - max y).
+- LOGISTIC: y_j = 1 / (1 + exp(-y_j)).
+- SOFTMAX_ZERO: the softmax over the non-zero scores only; a zero score stays 0.
+- PROBIT: y_j = sqrt(2) erfinv(2 y_j - 1) (the standard normal quantile of y_j).
+
+Exact mode computes exp and erf with graphrt's own functions (graphrt/kernels/math/
+exactmath.py), so its bits are the same on every machine.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+from ..core.jit import Variants
+from ..math import exactmath
+
+NONE, SOFTMAX, LOGISTIC, SOFTMAX_ZERO, PROBIT = range(5)
+NAMES = {"NONE": NONE, "SOFTMAX": SOFTMAX, "LOGISTIC": LOGISTIC, "SOFTMAX_ZERO": SOFTMAX_ZERO,
+         "PROBIT": PROBIT}
+EXACT = False
+
+
+def parse(node, value) -> int:
+    """post_transform as a string (opsets 1-4) or an int (TreeEnsemble): its number."""
+    if value is None:
+        return NONE
+    if isinstance(value, (bytes, str)):
+        name = value.decode() if isinstance(value, bytes) else value
+        if name not in NAMES:
+            node.fail(f"post_transform {name!r} is not one of {', '.join(NAMES)}")
+        return NAMES[name]
+    if not NONE <= int(value) <= PROBIT:
+        node.fail(f"post_transform must be 0..4, got {value}")
+    return int(value)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _exp(v, exact):
+    return exactmath.exp(v) if exact else np.exp(v)
+
+
+@njit(cache=True, nogil=True)
+def erfinv(z, exact):
+    """erf^-1(z): Winitzki's approximation refined by three Newton steps on erf."""
+    if z != z or z < -1.0 or z > 1.0:
+        return np.nan
+    if z == 1.0 or z == -1.0:
+        return z * np.inf
+    ln = exactmath.log((1.0 - z) * (1.0 + z)) if exact else math.log((1.0 - z) * (1.0 + z))
+    t = 2.0 / (math.pi * 0.147) + 0.5 * ln
+    x = math.copysign(math.sqrt(math.sqrt(t * t - ln / 0.147) - t), z)
+    for _ in range(3):
+        e = exactmath.erf(x) if exact else math.erf(x)
+        x -= (e - z) / (2.0 / math.sqrt(math.pi) * _exp(-x * x, exact))
+    return x
+
+
+def _transform(y, post, rows):
+    """Apply ``post`` to each of the first ``rows`` rows of y [R, C] in place."""
+    c = y.shape[1]
+    for r in prange(rows):
+        if post == 1 or post == 3:
+            m = -np.inf
+            for j in range(c):
+                if post == 1 or y[r, j] != 0:
+                    m = max(m, y[r, j])
+            s = 0.0
+            for j in range(c):
+                if post == 1 or y[r, j] != 0:
+                    y[r, j] = _exp(y[r, j] - m, EXACT)
+                    s += y[r, j]
+            for j in range(c):
+                y[r, j] = y[r, j] / s if s > 0 else 0.0
+        elif post == 2:
+            for j in range(c):
+                y[r, j] = 1.0 / (1.0 + _exp(-y[r, j], EXACT))
+        elif post == 4:
+            for j in range(c):
+                y[r, j] = math.sqrt(2.0) * erfinv(2.0 * y[r, j] - 1.0, EXACT)
+
+
+TRANSFORM = Variants(_transform, "ml_post", parallel=True)
+
+
+def apply(y: np.ndarray, post: int, exact: bool, parallel: bool = False) -> None:
+    """Post-transform the float64 scores y [rows, C] in place."""
+    if post != NONE and y.size:
+        TRANSFORM.get(exact, parallel)(y, post, y.shape[0])

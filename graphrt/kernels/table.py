@@ -30,6 +30,7 @@ from .ml.features import (ArrayFeatureExtractor, Binarizer, FeatureVectorizer, I
                           Scaler)
 from .ml.linear import LinearClassifier, LinearRegressor
 from .ml.maps import CastMap, DictVectorizer, ZipMap
+from .ml.svm import SVMClassifier, SVMRegressor
 from .ml.trees import TreeEnsemble, TreeEnsembleClassifier, TreeEnsembleRegressor
 from .nn.col2im import Col2Im
 from .nn.conv import Conv
@@ -71,6 +72,7 @@ from .tensor.space_depth import DepthToSpace, SpaceToDepth
 from .tensor.views import Flatten, Identity, Reshape, Squeeze, Unsqueeze
 from .text.strings import RegexFullMatch, StringConcat, StringNormalizer, StringSplit
 from .text.tfidf import TfIdfVectorizer
+from .text.tokenizer import Tokenizer
 from .training.gradient import Gradient
 from .training.optimizers import Adagrad, Adam, Momentum
 
@@ -303,7 +305,10 @@ ALL: tuple[OpDef, ...] = (
     OpDef("ai.onnx.ml", "Normalizer", 1, None, Normalizer),
     OpDef("ai.onnx.ml", "OneHotEncoder", 1, None, OneHotEncoder),
     OpDef("ai.onnx.ml", "Scaler", 1, None, Scaler),
+    OpDef("ai.onnx.ml", "SVMClassifier", 1, None, SVMClassifier),
+    OpDef("ai.onnx.ml", "SVMRegressor", 1, None, SVMRegressor),
     OpDef("ai.onnx.ml", "ZipMap", 1, None, ZipMap),
+    OpDef("com.microsoft", "Tokenizer", 1, None, Tokenizer),
 )
 
 

@@ -27,6 +27,8 @@ from ..core.broadcast import broadcast_shape
 STRING = np.dtype(object)
 _STRINGS = frozenset({STRING})
 _CASE = {"NONE": None, "LOWER": str.lower, "UPPER": str.upper}
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+_ASCII_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
 
 
 def _check_strings(ctx: InferContext, *idx) -> None:
@@ -79,8 +81,10 @@ class StringSplit(OpKernel):
 class StringNormalizer(OpKernel):
     """Stop-word removal, then case change, on a [C] or [1, C] string tensor.
 
-    ``locale`` is accepted; the case mappings are Unicode's default ones (Python's
-    ``str.lower``/``str.upper``), which are en_US's."""
+    The case mappings do not depend on the locales installed on the machine: for
+    ``locale`` "C" or "POSIX" only the ASCII letters change case (as C's tolower does);
+    for any other locale, Unicode's default mappings apply (Python's ``str.lower`` /
+    ``str.upper``, which are en_US's)."""
 
     supports_exact = True
     outputs_data_dependent = True
@@ -91,6 +95,9 @@ class StringNormalizer(OpKernel):
         if action not in _CASE:
             node.fail(f"case_change_action must be one of {sorted(_CASE)}, got {action!r}")
         self.change = _CASE[action]
+        if self.change is not None and node.attr("locale") in ("C", "POSIX"):
+            table = _ASCII_LOWER if action == "LOWER" else _ASCII_UPPER
+            self.change = lambda s: s.translate(table)
         self.sensitive = int(node.attr("is_case_sensitive", 0)) != 0
         words = node.attr("stopwords") or []
         self.stops = frozenset(words if self.sensitive else (w.lower() for w in words))

@@ -93,6 +93,7 @@ def _feed_source(h, py, seen: set) -> None:
     if id(py) in seen:
         return
     seen.add(id(py))
+    h.update(py.__module__.encode())    # cached code refers to it: a helper that moves renames
     try:
         h.update(inspect.getsource(py).encode())
     except OSError:     # made at run time (exec): its code and constants stand for it

@@ -18,8 +18,9 @@ Nodes are renumbered tree by tree in breadth-first order with the two children s
 so node i goes on to ``first[i] + 1 - (test holds)``. A leaf's split is NaN (its test never
 holds) and its ``first`` is itself - 1, so a leaf goes on to itself: every tree is walked a
 fixed number of levels (its depth), with no branch that depends on the data. Rows go through
-a tree eight at a time, eight independent chains of loads in flight; blocks of 64 rows go
-through all the trees, in parallel over blocks for large batches. Each row adds its leaves'
+a tree eight at a time, eight independent chains of loads in flight; blocks of 256 rows go
+through all the trees, in parallel over blocks for large batches. Fewer than eight rows go
+through eight trees at a time instead. Each row adds its leaves'
 weights into an accumulator of the input's type tree by tree in the order of the trees, so the result does
 not depend on the batch, the block or the thread count.
 
@@ -40,7 +41,7 @@ NAN_FLAGS = False                              # rebound per walk variant, as ar
 STEP = LANES_OF = None                         # the step and the lane bundle
 NAN_FIRST = -2 ** 31                           # the NaN flag in a node's feature word
 FEATURE = np.int32(2 ** 31 - 1)
-BLOCK = 64                                     # rows that go through all the trees together
+BLOCK = 256                                    # rows that go through all the trees together
 LANES = 8                                      # rows stepped through a tree together
 PARALLEL_WORK = 1 << 16                        # rows x trees from which blocks go parallel
 MAX_COPIES = 4                                 # how far shared subtrees may be unshared
@@ -175,9 +176,12 @@ class Forest:
             _interpret(x, self.roots, *self.general(), self.pair_start, self.pair_target,
                        self.weights(acc.dtype, pairs=True), agg, acc, got)
             return
-        par = rows >= 2 * BLOCK and rows * max(self.n_trees, 1) >= PARALLEL_WORK and \
-            numba.get_num_threads() > 1
-        _WALKS[self.nan_flags, par](
+        if rows < LANES:
+            how = "trees"
+        else:
+            how = rows >= 2 * BLOCK and rows * max(self.n_trees, 1) >= PARALLEL_WORK and \
+                numba.get_num_threads() > 1
+        _WALKS[self.nan_flags, how](
             x.reshape(-1), f, rows, self.roots, self.depth, self.meta, self.thresholds(x.dtype),
             self.first, self.slot, self.weights(acc.dtype), self.target, self.dense,
             acc.reshape(-1), self.n_targets)
@@ -273,7 +277,7 @@ def _walk(x, f, rows, roots, depth, meta, thr, first, slot, weight, target, dens
             d = depth[k]
             r = lo
             while r + LANES <= hi:
-                ends = LANES_OF(x, r * f, f, root, d, meta, thr, first)
+                ends = LANES_OF(x, r * f, f, roots, k, d, meta, thr, first)
                 for j in range(LANES):
                     _add(acc, r + j, t, dense, slot[ends[j]], weight, target)
                 r += LANES
@@ -285,32 +289,61 @@ def _walk(x, f, rows, roots, depth, meta, thr, first, slot, weight, target, dens
                 r += 1
 
 
-def _lanes(step):
-    """lanes(x, base, f, root, d, meta, thr, first): the leaves that the LANES rows at
-    x[base:], x[base + f:], ... reach from ``root`` in d levels, stepped together (numba keeps
-    the lanes' node numbers in registers only as separate variables, hence the unrolling)."""
-    ids = [f"i{k}" for k in range(LANES)]
-    lines = ["def lanes(x, base, f, root, d, meta, thr, first):",
-             f"    {' = '.join(ids)} = root",
-             "    for _ in range(d):"]
-    lines += [f"        {v} = step(x, base + {k} * f, {v}, meta, thr, first)"
-              for k, v in enumerate(ids)]
+def _walk_trees(x, f, rows, roots, depth, meta, thr, first, slot, weight, target, dense, acc,
+                t):
+    """A few rows, each through LANES trees at a time (their leaves added in tree order)."""
+    n = roots.size
+    for r in range(rows):
+        for q in range(r * t, (r + 1) * t):
+            acc[q] = 0.0
+        k = 0
+        while k < n:
+            if k + LANES <= n:
+                d = 0
+                for j in range(LANES):
+                    d = max(d, depth[k + j])
+                ends = LANES_OF(x, r * f, 0, roots, k, d, meta, thr, first)
+                for j in range(LANES):
+                    _add(acc, r, t, dense, slot[ends[j]], weight, target)
+                k += LANES
+            else:
+                i = roots[k]
+                for _ in range(depth[k]):
+                    i = STEP(x, r * f, i, meta, thr, first)
+                _add(acc, r, t, dense, slot[i], weight, target)
+                k += 1
+
+
+def _lanes(step, over_trees: bool):
+    """lanes(x, base, f, roots, k, d, meta, thr, first): the nodes that LANES walks reach in
+    d levels, stepped together: the rows at x[base:], x[base + f:], ... from roots[k], or
+    (``over_trees``) the row at x[base:] from roots[k], roots[k + 1], ... (numba keeps the
+    lanes' node numbers in registers only as separate variables, hence the unrolling)."""
+    ids = [f"i{j}" for j in range(LANES)]
+    lines = ["def lanes(x, base, f, roots, k, d, meta, thr, first):"]
+    lines += [f"    {v} = roots[k + {j if over_trees else 0}]" for j, v in enumerate(ids)]
+    lines.append("    for _ in range(d):")
+    lines += [f"        {v} = step(x, base + {0 if over_trees else j} * f, {v}, meta, thr, first)"
+              for j, v in enumerate(ids)]
     lines.append(f"    return {', '.join(ids)}")
     scope = {"step": step}
     exec("\n".join(lines), scope)      # noqa: S102 (our own template)
     return njit(nogil=True, inline="always")(scope["lanes"])
 
 
-def _walk_variant(nan_flags: bool, parallel: bool):
+def _walk_variant(nan_flags: bool, how):
+    """The walk for ``how`` = False (serial), True (parallel over row blocks) or "trees"."""
     kind = "nan" if nan_flags else "plain"
     step = njit(cache=True, nogil=True, inline="always")(
         rebind(_step, f"forest_step_{kind}", {"NAN_FLAGS": nan_flags}))
-    fn = rebind(_walk, f"forest_walk_{kind}{'_par' if parallel else ''}",
-                {"STEP": step, "LANES_OF": _lanes(step)})
-    return njit(cache=True, nogil=True, parallel=parallel)(fn)
+    template = _walk_trees if how == "trees" else _walk
+    suffix = {False: "", True: "_par", "trees": "_trees"}[how]
+    fn = rebind(template, f"forest_walk_{kind}{suffix}",
+                {"STEP": step, "LANES_OF": _lanes(step, how == "trees")})
+    return njit(cache=True, nogil=True, parallel=how is True)(fn)
 
 
-_WALKS = {(n, p): _walk_variant(n, p) for n in (False, True) for p in (False, True)}
+_WALKS = {(n, how): _walk_variant(n, how) for n in (False, True) for how in (False, True, "trees")}
 
 
 @njit(cache=True, nogil=True, inline="always")

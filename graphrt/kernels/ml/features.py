@@ -2,9 +2,10 @@
 
 - Scaler: y[..., c] = (x[..., c] - offset[c]) * scale[c] over the last axis (one offset and
   scale broadcast to every column), in x's type (float64 for integers), then float32.
-- Normalizer: each row of x [N, C] divided by its MAX (the largest value, signed), L1
-  (sum |x|) or L2 (sqrt(sum x^2)) norm, summed in float64 in column order; a zero norm
-  leaves the row as it is. The output is float32.
+- Normalizer: each row of x [N, C] divided by its MAX (max |x|, as scikit-learn and onnx's
+  reference evaluator read it; onnxruntime divides by the signed maximum), L1 (sum |x|) or
+  L2 (sqrt(sum x^2)) norm, summed in float64 in column order; a zero norm leaves the row
+  as it is. The output is float32.
 - Imputer: y = imputed[c] where x == replaced (or both are NaN), else x; one imputed value
   serves every column, and so does imputed[0] when the list does not match the columns.
 - Binarizer: y = 1 where x > threshold, else 0 (NaN: 0).
@@ -81,9 +82,8 @@ def _normalize(x, norm, out):
     for i in prange(x.shape[0]):
         d = 0.0
         if norm == 0:
-            d = -np.inf
             for c in range(x.shape[1]):
-                d = max(d, np.float64(x[i, c]))
+                d = max(d, abs(np.float64(x[i, c])))
         elif norm == 1:
             for c in range(x.shape[1]):
                 d += abs(np.float64(x[i, c]))

@@ -145,7 +145,9 @@ class _SVM(OpKernel):
         if kind not in KERNELS:
             node.fail(f"kernel_type {kind!r} is not one of {', '.join(KERNELS)}")
         params = list(node.attr("kernel_params") or [])
-        gamma, coef0, degree = (params + [0.0, 0.0, 0.0])[:3]
+        if len(params) not in (0, 3):
+            node.fail(f"kernel_params must hold gamma, coef0 and degree, got {params}")
+        gamma, coef0, degree = params or (0.0, 0.0, 0.0)
         self.kind, self.gamma, self.coef0, self.degree = KERNELS[kind], gamma, coef0, degree
         self.post = post.parse(node, node.attr("post_transform"))
         self.rho = np.asarray(node.attr("rho") or [0.0], np.float64).reshape(-1)

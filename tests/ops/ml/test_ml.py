@@ -1,4 +1,4 @@
-"""The ai.onnx.ml operators (ml: LabelEncoder, TreeEnsemble, Binarizer,
+"""The ai.onnx.ml operators (ml: LabelEncoder, TreeEnsemble (opset 5), Binarizer,
 ArrayFeatureExtractor) through graphrt.Session, compared with onnx's reference evaluator,
 onnxruntime (TreeEnsemble's MIN/MAX, which the reference fills differently) or plain
 numpy/Python.
@@ -14,7 +14,7 @@ import pytest
 from onnx import numpy_helper
 
 import graphrt
-from graphrt import ErrorKind, SessionError
+from graphrt import ErrorKind
 
 from ...helpers import (Const, EXACT, check, fails, one_node, onnxruntime_outputs, reference, run,
                         same, strings)

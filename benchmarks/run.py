@@ -123,6 +123,19 @@ def ort_session(data, threads):
     return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
 
 
+class OrtRunner:
+    """onnxruntime for the zoo and trees runners: every output of a run, nothing to settle."""
+
+    def __init__(self, data, threads):
+        self.sess = ort_session(data, threads)
+
+    def run(self, feeds):
+        return self.sess.run(None, feeds)
+
+    def settle(self):
+        pass
+
+
 class OnnxRuntime:
     label = "onnxruntime"
 

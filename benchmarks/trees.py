@@ -66,8 +66,8 @@ import warnings
 
 import numpy as np
 
-from .run import (PeakMemory, cpu_model, fmt, geomean, load, markdown, ort_session, progress,
-                  publish, tail_cells)
+from .run import (OrtRunner, PeakMemory, cpu_model, fmt, geomean, load, markdown, ort_session,
+                  progress, publish, tail_cells)
 
 ROWS = (1, 1_000, 100_000, 1_000_000)
 TRAIN_ROWS = 20_000
@@ -300,17 +300,6 @@ class _GraphRT:
         self.sess.wait_for_schedules(600)
 
 
-class _Ort:
-    def __init__(self, data, threads):
-        self.sess = ort_session(data, threads)
-
-    def run(self, feeds):
-        return self.sess.run(None, feeds)
-
-    def settle(self):
-        pass
-
-
 class Row:
     def __init__(self):
         self.error = None
@@ -379,8 +368,8 @@ def compare(g, o) -> tuple[float | None, int, str]:
 def measure(data, feeds, threads, budget, mem, peer_only) -> dict:
     """Both runtimes (or onnxruntime alone) on feeds: a Row by runtime, and where both ran
     'diff' (max abs diff), 'labels' (how many differ) and 'note'."""
-    runtimes = [("onnxruntime", _Ort)] if peer_only else [("graphrt", _GraphRT),
-                                                          ("onnxruntime", _Ort)]
+    runtimes = [("onnxruntime", OrtRunner)] if peer_only else [("graphrt", _GraphRT),
+                                                          ("onnxruntime", OrtRunner)]
     rows, live = {"graphrt": Row()}, []
     n = len(next(iter(feeds.values())))
     for key, cls in runtimes:

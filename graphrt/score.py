@@ -79,10 +79,15 @@ def save_outputs(path, outputs: Mapping[str, np.ndarray]) -> None:
 
 def to_frame(outputs: Mapping[str, np.ndarray], index=None):
     """A pandas DataFrame of row-wise results: a result of one value per row is column
-    ``name``; wider ones are flattened per row (C order) into ``name_0``, ``name_1``, ..."""
+    ``name``; wider ones are flattened per row (C order) into ``name_0``, ``name_1``, ...;
+    a list of maps gives a column ``name_<key>`` per key."""
     import pandas as pd
     columns = {}
     for name, arr in outputs.items():
+        if isinstance(arr, list):                # maps (ZipMap): a column per key
+            keys = list(arr[0]) if arr else []
+            columns.update((f"{name}_{k}", [row.get(k) for row in arr]) for k in keys)
+            continue
         flat = arr.reshape(arr.shape[0], -1) if arr.ndim != 1 else arr.reshape(-1, 1)
         if flat.shape[1] == 1:
             columns[name] = flat[:, 0]
@@ -136,7 +141,8 @@ def score(model, data, batch_size: int = 1024, progress: bool = True, *, output_
     ``model``: a Model, a Session, or a path / bytes / onnx.ModelProto (loaded with
     ``options``, e.g. ``mode="exact"``). ``data``: see :func:`to_feeds`. ``output_names``
     may name graph outputs or intermediate values (default: the graph outputs). Returns an
-    array when one value is asked for, else a dict name -> array. ``progress`` shows a tqdm
+    array when one value is asked for, else a dict name -> array; a sequence of maps (a
+    ZipMap's probabilities) comes as one list of dicts over all rows. ``progress`` shows a tqdm
     bar when tqdm is installed. Every output must have one row per input row."""
     session = as_session(model, **options)
     if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -146,18 +152,19 @@ def score(model, data, batch_size: int = 1024, progress: bool = True, *, output_
     if n == 0:
         raise SessionError(ErrorKind.INVALID_INPUT, "there are no rows to score")
     names = [o.name for o in session.outputs] if output_names is None else list(output_names)
-    results: dict[str, np.ndarray] = {}
+    results: dict = {}
     with _progress_bar(n, progress) as bar:
         for start in range(0, n, batch_size):
             stop = min(n, start + batch_size)
             batch = {k: v[start:stop] for k, v in feeds.items()}
-            if not results:
-                for name, arr in zip(names, session.run(names, batch)):
-                    _check_rows(name, arr, stop - start)
-                    results[name] = np.empty((n,) + arr.shape[1:], arr.dtype)
-                    results[name][:stop] = arr
-            else:
-                session.run(names, batch, out={k: v[start:stop] for k, v in results.items()})
+            out = {k: v[start:stop] for k, v in results.items() if isinstance(v, np.ndarray)}
+            for name, got in zip(names, session.run(names, batch, out=out)):
+                _check_rows(name, got, stop - start)
+                if isinstance(got, list):               # a sequence of maps: ZipMap's rows
+                    results.setdefault(name, []).extend(got)
+                elif name not in results:
+                    results[name] = np.empty((n,) + got.shape[1:], got.dtype)
+                    results[name][:stop] = got
             bar.update(stop - start)
     return results[names[0]] if len(names) == 1 else results
 
@@ -172,7 +179,9 @@ def _frame_columns(df, infos) -> dict:
         out = {}
         for info in infos:
             col = df[info.name].to_numpy()
-            if col.dtype == object:           # cells holding arrays or lists
+            if info.dtype == np.dtype(object):    # a string column
+                col = np.asarray(col.astype(str), dtype=object)
+            elif col.dtype == object:             # cells holding arrays or lists
                 col = np.stack([np.asarray(v) for v in col])
             if info.dims is not None and len(info.dims) == col.ndim + 1:
                 col = col.reshape(col.shape + (1,))
@@ -201,10 +210,11 @@ def _coerce(info, name: str, value) -> np.ndarray:
     return np.ascontiguousarray(arr)
 
 
-def _check_rows(name: str, arr: np.ndarray, rows: int) -> None:
-    if arr.ndim == 0 or arr.shape[0] != rows:
+def _check_rows(name: str, got, rows: int) -> None:
+    shape = [len(got)] if isinstance(got, list) else list(np.shape(got))
+    if not shape or shape[0] != rows:
         raise SessionError(ErrorKind.INVALID_INPUT,
-                           f"value {name!r} has shape {list(arr.shape)} for a batch of {rows} rows: "
+                           f"value {name!r} has shape {shape} for a batch of {rows} rows: "
                            "scoring needs one result row per input row")
 
 

@@ -13,7 +13,8 @@ NOTEBOOKS = sorted(f for f in os.listdir(FOLDER) if f.endswith(".ipynb"))
 
 
 def test_every_notebook_is_listed():
-    assert NOTEBOOKS == ["batch_scoring.ipynb", "exact_vs_fast.ipynb", "profiling.ipynb", "quickstart.ipynb"]
+    assert NOTEBOOKS == ["batch_scoring.ipynb", "classic_ml.ipynb", "exact_vs_fast.ipynb", "profiling.ipynb",
+                         "quickstart.ipynb"]
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)

@@ -138,3 +138,40 @@ def test_progress_bar_counts_rows(capsys, mlp):
     graphrt.score(mlp, rows(250), batch_size=100, progress=True)
     err = capsys.readouterr().err
     assert "250/250" in err
+
+
+def test_score_a_frame_of_strings_and_numbers_through_a_converted_pipeline():
+    """A scikit-learn ColumnTransformer (one-hot strings, imputed and scaled numbers) and a
+    classifier, converted by skl2onnx with its ZipMap: scored from a DataFrame in batches,
+    labels and probabilities as the pipeline's own."""
+    sk = pytest.importorskip("sklearn")
+    skl2onnx = pytest.importorskip("skl2onnx")
+    from sklearn.compose import ColumnTransformer
+    from sklearn.impute import SimpleImputer
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+    from skl2onnx.common.data_types import FloatTensorType, StringTensorType
+    assert sk
+    rng = np.random.default_rng(0)
+    n = 300
+    df = pd.DataFrame({"size": rng.choice(["S", "M", "L"], n), "colour": rng.choice(["red", "blue"], n),
+                       "x": rng.normal(size=n).astype(np.float32),
+                       "y": np.where(rng.random(n) < 0.1, np.nan, rng.normal(size=n)).astype(np.float32)})
+    target = (df["x"] + (df["size"] == "L") > 0.5).astype(int)
+    pipe = make_pipeline(ColumnTransformer([
+        ("cat", OneHotEncoder(handle_unknown="ignore"), ["size", "colour"]),
+        ("num", make_pipeline(SimpleImputer(), StandardScaler()), ["x", "y"])]),
+        LogisticRegression()).fit(df, target)
+    types = [("size", StringTensorType([None, 1])), ("colour", StringTensorType([None, 1])),
+             ("x", FloatTensorType([None, 1])), ("y", FloatTensorType([None, 1]))]
+    onx = skl2onnx.convert_sklearn(pipe, initial_types=types,
+                                   target_opset={"": 17, "ai.onnx.ml": 3})
+    got = graphrt.score(onx, df, batch_size=64, progress=False)
+    assert got["output_label"].tolist() == pipe.predict(df).tolist()
+    probs = got["output_probability"]
+    assert isinstance(probs, list) and len(probs) == n
+    np.testing.assert_allclose([[p[0], p[1]] for p in probs], pipe.predict_proba(df),
+                               rtol=1e-5, atol=1e-6)
+    frame = to_frame(got)
+    assert list(frame.columns) == ["output_label", "output_probability_0", "output_probability_1"]

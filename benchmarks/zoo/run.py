@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from ..run import (PeakMemory, cpu_model, fmt, geomean, load, markdown, ort_session, progress,
+from ..run import (OrtRunner, PeakMemory, cpu_model, fmt, geomean, load, markdown, progress,
                    publish, tail_cells)
 from . import make
 
@@ -40,17 +40,6 @@ class _GraphRT:
 
     def settle(self):
         self.model.session.wait_for_schedules(600)
-
-
-class _Ort:
-    def __init__(self, data, threads):
-        self.sess = ort_session(data, threads)
-
-    def run(self, feeds):
-        return self.sess.run(None, feeds)
-
-    def settle(self):
-        pass
 
 
 class Row:
@@ -99,7 +88,7 @@ def start(cls, data, feeds, threads, mem: PeakMemory):
 def measure(name, threads, budget, mem) -> dict:
     data, feeds = make.load(name)
     rows, live = {}, []
-    for key, cls in (("graphrt", _GraphRT), ("onnxruntime", _Ort)):
+    for key, cls in (("graphrt", _GraphRT), ("onnxruntime", OrtRunner)):
         rt, row = start(cls, data, feeds, threads, mem)
         rows[key] = row
         if rt is not None:

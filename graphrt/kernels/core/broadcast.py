@@ -111,6 +111,14 @@ def put(out, k, v, exact):
     out[k] = canonical(v) if exact else v
 
 
+@njit(cache=True, nogil=True, fastmath=False)
+def canonical_nans(a):
+    """Every NaN of the 1-D float array ``a`` made the canonical quiet NaN, in place."""
+    for i in range(a.size):
+        if a[i] != a[i]:
+            a[i] = np.nan
+
+
 def canonical(v):
     """v, or for a float NaN the canonical quiet NaN."""
 

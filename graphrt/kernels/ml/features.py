@@ -25,6 +25,7 @@ from numba import njit, prange
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.pointwise import Unary, scalar_op, unary_param_variants
 from ..tensor.gather import Gather, Take, check_range
+from . import post
 
 _F32, _F64, _I64, _I32 = (np.dtype(t) for t in (np.float32, np.float64, np.int64, np.int32))
 _STRING = np.dtype(object)
@@ -74,6 +75,7 @@ class Scaler(OpKernel):
         _scale(x, offset, scale, wide)
         if wide is not out:
             np.copyto(out, wide, casting="unsafe")
+        post.canonical(ctx, out)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -122,6 +124,7 @@ class Normalizer(OpKernel):
         wide = scratch(ctx, _F64, x.shape)
         _normalize(x, self.norm, wide)
         np.copyto(ctx.flat_out[0].reshape(-1, c), wide, casting="unsafe")
+        post.canonical(ctx, ctx.flat_out[0])
 
 
 @njit(cache=True, nogil=True)

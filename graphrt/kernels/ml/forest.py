@@ -163,16 +163,22 @@ class Forest:
                 member_start.astype(np.int64), np.asarray(values, np.float64)[take])
         return self._general
 
+    def interprets(self, agg: int) -> bool:
+        """Whether :meth:`scores` walks with the general interpreter (which needs ``got``)."""
+        return self.tests_equality or agg in (MIN, MAX)
+
     def check_features(self, ctx, n_features: int) -> None:
         if self.max_feature >= n_features:
             ctx.fail(f"the trees test feature {self.max_feature}; the input has {n_features}")
 
     def scores(self, x: np.ndarray, agg: int, acc: np.ndarray, got: np.ndarray) -> None:
         """acc[r, t] = the aggregate (before base values) of the weights for target t of the
-        leaves that row r of ``x`` [rows, F] (C-contiguous) reaches, added in acc's type (that
-        of x, as onnxruntime does); MIN/MAX leave a target no leaf feeds at 0. ``got`` [rows, targets] bool is scratch for the interpreter."""
+        leaves that row r of ``x`` [rows, F] (C-contiguous) reaches, added in acc's type
+        (that of x, as onnxruntime does); MIN/MAX leave a target no leaf feeds at 0. ``got``
+        [rows, targets] bool is scratch for the interpreter (None unless
+        :meth:`interprets`)."""
         rows, f = x.shape
-        if self.tests_equality or agg in (MIN, MAX):
+        if self.interprets(agg):
             _interpret(x, self.roots, *self.general(), self.pair_start, self.pair_target,
                        self.weights(acc.dtype, pairs=True), agg, acc, got)
             return

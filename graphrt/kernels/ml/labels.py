@@ -84,6 +84,7 @@ def write(ctx: RunContext, classes: ClassLabels, best: np.ndarray, scores: np.nd
         np.take(classes.values, best, out=labels_out.reshape(-1), mode="clip")
     if scores_out is not None:
         np.copyto(scores_out.reshape(scores.shape[0], -1), scores, casting="unsafe")
+        post.canonical(ctx, scores_out)
 
 
 def finish(ctx: RunContext, classes: ClassLabels, scores: np.ndarray, post_kind: int,

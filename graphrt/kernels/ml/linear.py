@@ -101,6 +101,7 @@ class LinearRegressor(_Linear):
         y = affine(ctx, as_rows(ctx), self.w, self.b)
         post.apply(y, self.post, ctx.exact)
         np.copyto(ctx.outputs[0].reshape(y.shape), y, casting="unsafe")
+        post.canonical(ctx, ctx.outputs[0])
 
 
 class LinearClassifier(_Linear):

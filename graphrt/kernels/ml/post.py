@@ -16,6 +16,7 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from ..core.broadcast import canonical_nans
 from ..core.jit import Variants
 from ..math import exactmath
 
@@ -85,6 +86,13 @@ def _transform(y, post, rows):
 
 
 TRANSFORM = Variants(_transform, "ml_post", parallel=True)
+
+
+def canonical(ctx, out) -> None:
+    """In exact mode, the NaNs of the float output ``out`` made the canonical quiet NaN (a
+    NaN from an input keeps the payload the hardware gave it otherwise)."""
+    if ctx.exact and out is not None and out.dtype.kind == "f":
+        canonical_nans(out.reshape(-1))
 
 
 def apply(y: np.ndarray, post: int, exact: bool, parallel: bool = False) -> None:

@@ -209,6 +209,7 @@ class SVMRegressor(_SVM):
             np.copyto(y, np.where(y > 0, 1.0, -1.0))
         post.apply(y, self.post, ctx.exact)
         np.copyto(ctx.outputs[0].reshape(rows, 1), y, casting="unsafe")
+        post.canonical(ctx, ctx.outputs[0])
 
 
 class SVMClassifier(_SVM):

@@ -146,7 +146,8 @@ class _Trees(OpKernel):
             x = w
         t = self.forest.n_targets
         acc = scratch(ctx, cdt, (rows, t))
-        self.forest.scores(x, self.agg, acc, scratch(ctx, np.bool_, (rows, t)))
+        got = scratch(ctx, np.bool_, (rows, t)) if self.forest.interprets(self.agg) else None
+        self.forest.scores(x, self.agg, acc, got)
         if self.agg == AVERAGE and self.forest.n_trees:
             acc /= self.forest.n_trees
         if self.base is not None:
@@ -158,6 +159,7 @@ class _Trees(OpKernel):
     def run(self, ctx: RunContext) -> None:
         np.copyto(ctx.outputs[0].reshape(ctx.prepared[0], -1), self.scores(ctx),
                   casting="unsafe")
+        post.canonical(ctx, ctx.outputs[0])
 
 
 class TreeEnsembleRegressor(_Trees):

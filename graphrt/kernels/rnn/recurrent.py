@@ -36,6 +36,7 @@ from numba import njit, prange
 
 from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.broadcast import canonical_nans
 from ..core.floats import FLOATS, compute_dtype, widen
 from ..core.jit import Variants
 from ..gemm.microkernel import few_rows
@@ -111,13 +112,6 @@ def _act_exact(code, alpha, beta, x):
     if code == 10:
         return exactmath.softplus(x)
     return _act(code, alpha, beta, x)     # the others use + - * / and compares only
-
-
-@njit(cache=True, nogil=True, fastmath=False)
-def _canonical_nan(a):
-    for i in range(a.size):
-        if a[i] != a[i]:
-            a[i] = np.nan
 
 
 def _apply(code, alpha, beta, clip, a, lo, hi):
@@ -442,7 +436,7 @@ class _Recurrent(OpKernel):
         if ctx.exact:                       # NaN results as the canonical quiet NaN
             for out in ctx.flat_out:
                 if out is not None and out.dtype.kind == "f" and out.dtype.itemsize >= 4:
-                    _canonical_nan(out)
+                    canonical_nans(out)
 
     @staticmethod
     def _optional(ctx, i, work, zeros):

@@ -17,10 +17,12 @@ child that the original test and ``nodes_missing_value_tracks_true`` name.
 Nodes are renumbered tree by tree in breadth-first order with the two children side by side,
 so node i goes on to ``first[i] + 1 - (test holds)``. A leaf's split is NaN (its test never
 holds) and its ``first`` is itself - 1, so a leaf goes on to itself: every tree is walked a
-fixed number of levels (its depth), with no branch that depends on the data. Rows go through
-a tree eight at a time, eight independent chains of loads in flight; blocks of 256 rows go
-through all the trees, in parallel over blocks for large batches. Fewer than eight rows go
-through eight trees at a time instead. Each row adds its leaves'
+fixed number of levels, with no branch that depends on the data: its depth, or for a tree
+deep along a few paths only, the levels that finish 99% of the walks that go left or right
+at even odds, after which a group that is not all at leaves walks on until it is. Rows go
+through a tree eight at a time, eight independent chains of loads in flight; blocks of 256
+rows go through all the trees, in parallel over blocks for large batches. Fewer than eight
+rows go through eight trees at a time instead. Each row adds its leaves'
 weights into an accumulator of the input's type tree by tree in the order of the trees, so the result does
 not depend on the batch, the block or the thread count.
 
@@ -38,7 +40,7 @@ from ..core.jit import rebind
 LEQ, LT, GTE, GT, EQ, NEQ, MEMBER = range(7)
 AVERAGE, SUM, MIN, MAX = range(4)
 NAN_FLAGS = False                              # rebound per walk variant, as are
-STEP = LANES_OF = None                         # the step and the lane bundle
+STEP = LANES_OF = FINISH = DONE = None         # the step, the lane bundles, the leaf check
 NAN_FIRST = -2 ** 31                           # the NaN flag in a node's feature word
 FEATURE = np.int32(2 ** 31 - 1)
 BLOCK = 256                                    # rows that go through all the trees together
@@ -100,12 +102,13 @@ class Forest:
         nan_first = interior & (np.where(nan_to_true, true_id, false_id) == first) & \
             (first != second)
         limit = MAX_COPIES * max(n, 1) + roots.size
-        order, kids, depth, sizes, count = _layout(
+        order, kids, level, depth, sizes, count = _layout(
             roots.astype(np.int64), is_leaf.astype(np.bool_), first.astype(np.int64),
             second.astype(np.int64), int(limit))
         if count < 0:
             node.fail("the nodes of a tree form a cycle or share subtrees too widely")
         self.depth = depth.astype(np.int32)
+        self.common = _common_depth(level, is_leaf[order], sizes, depth)
         self.roots = (np.cumsum(sizes) - sizes).astype(np.int32)
         leaf = is_leaf[order]
         self.nan_flags = bool(np.any(nan_first))
@@ -188,7 +191,8 @@ class Forest:
             how = rows >= 2 * BLOCK and rows * max(self.n_trees, 1) >= PARALLEL_WORK and \
                 numba.get_num_threads() > 1
         _WALKS[self.nan_flags, how](
-            x.reshape(-1), f, rows, self.roots, self.depth, self.meta, self.thresholds(x.dtype),
+            x.reshape(-1), f, rows, self.roots, self.depth, self.common, self.meta,
+            self.thresholds(x.dtype),
             self.first, self.slot, self.weights(acc.dtype), self.target, self.dense,
             acc.reshape(-1), self.n_targets)
 
@@ -213,8 +217,8 @@ def _ranges(begin, end, order):
 @njit(cache=True, nogil=True)
 def _layout(roots, is_leaf, first, second, limit):
     """Breadth-first renumbering tree by tree: (old number of each new node, children
-    [2 n] in new numbers, depth per tree, nodes per tree, n); n = -1 when ``limit`` new
-    nodes do not suffice (a cycle, or subtrees shared too widely)."""
+    [2 n] in new numbers, level of each new node, depth per tree, nodes per tree, n); n = -1
+    when ``limit`` new nodes do not suffice (a cycle, or subtrees shared too widely)."""
     order = np.empty(limit, np.int64)
     kids = np.empty(2 * limit, np.int64)
     level = np.empty(limit, np.int64)
@@ -223,7 +227,7 @@ def _layout(roots, is_leaf, first, second, limit):
     n = 0
     for k in range(roots.size):
         if n >= limit:
-            return order[:0], kids[:0], depth, sizes, -1
+            return order[:0], kids[:0], level[:0], depth, sizes, -1
         start = n
         order[n] = roots[k]
         level[n] = 0
@@ -237,7 +241,7 @@ def _layout(roots, is_leaf, first, second, limit):
                 depth[k] = max(depth[k], level[head])
             else:
                 if n + 2 > limit:
-                    return order[:0], kids[:0], depth, sizes, -1
+                    return order[:0], kids[:0], level[:0], depth, sizes, -1
                 order[n] = first[old]
                 order[n + 1] = second[old]
                 level[n] = level[head] + 1
@@ -247,7 +251,24 @@ def _layout(roots, is_leaf, first, second, limit):
                 n += 2
             head += 1
         sizes[k] = n - start
-    return order[:n], kids[:2 * n], depth, sizes, n
+    return order[:n], kids[:2 * n], level[:n], depth, sizes, n
+
+
+COMMON = 0.99       # the share of even-odds walks that the lockstep levels finish
+
+
+def _common_depth(level, leaf, sizes, depth) -> np.ndarray:
+    """Per tree, the levels a group of rows walks in lockstep before it checks whether all
+    of them are at leaves (and, if not, walks on until they are): the fewest that end COMMON
+    of the walks that go left or right at even odds. A balanced tree's is its depth; trees
+    grown leaf-wise (LightGBM) are deep along a few paths only."""
+    if not sizes.size:
+        return depth.astype(np.int32)
+    tree = np.repeat(np.arange(sizes.size), sizes)
+    mass = np.zeros((sizes.size, int(depth.max()) + 1))
+    np.add.at(mass, (tree[leaf], level[leaf]), np.ldexp(1.0, -level[leaf].astype(np.int64)))
+    done = np.cumsum(mass, axis=1) >= COMMON * (1 - 1e-12)
+    return np.minimum(np.argmax(done, axis=1), depth).astype(np.int32)
 
 
 def _step(x, base, i, meta, thr, first):
@@ -271,7 +292,9 @@ def _add(acc, r, t, dense, s, weight, target):
         acc[r * t + target[s]] += weight[s]
 
 
-def _walk(x, f, rows, roots, depth, meta, thr, first, slot, weight, target, dense, acc, t):
+def _walk(x, f, rows, roots, depth, common, meta, thr, first, slot, weight, target, dense, acc,
+          t):
+    """Blocks of rows through all the trees, LANES rows of a block at a time."""
     n_blocks = (rows + BLOCK - 1) // BLOCK
     for b in prange(n_blocks):
         lo = b * BLOCK
@@ -283,7 +306,9 @@ def _walk(x, f, rows, roots, depth, meta, thr, first, slot, weight, target, dens
             d = depth[k]
             r = lo
             while r + LANES <= hi:
-                ends = LANES_OF(x, r * f, f, roots, k, d, meta, thr, first)
+                ends = LANES_OF(x, r * f, f, roots, k, common[k], meta, thr, first)
+                if not DONE(ends, first):
+                    ends = FINISH(x, r * f, f, ends, meta, thr, first)
                 for j in range(LANES):
                     _add(acc, r + j, t, dense, slot[ends[j]], weight, target)
                 r += LANES
@@ -295,8 +320,8 @@ def _walk(x, f, rows, roots, depth, meta, thr, first, slot, weight, target, dens
                 r += 1
 
 
-def _walk_trees(x, f, rows, roots, depth, meta, thr, first, slot, weight, target, dense, acc,
-                t):
+def _walk_trees(x, f, rows, roots, depth, common, meta, thr, first, slot, weight, target,
+                dense, acc, t):
     """A few rows, each through LANES trees at a time (their leaves added in tree order)."""
     n = roots.size
     for r in range(rows):
@@ -307,8 +332,10 @@ def _walk_trees(x, f, rows, roots, depth, meta, thr, first, slot, weight, target
             if k + LANES <= n:
                 d = 0
                 for j in range(LANES):
-                    d = max(d, depth[k + j])
+                    d = max(d, common[k + j])
                 ends = LANES_OF(x, r * f, 0, roots, k, d, meta, thr, first)
+                if not DONE(ends, first):
+                    ends = FINISH(x, r * f, 0, ends, meta, thr, first)
                 for j in range(LANES):
                     _add(acc, r, t, dense, slot[ends[j]], weight, target)
                 k += LANES
@@ -321,10 +348,13 @@ def _walk_trees(x, f, rows, roots, depth, meta, thr, first, slot, weight, target
 
 
 def _lanes(step, over_trees: bool):
-    """lanes(x, base, f, roots, k, d, meta, thr, first): the nodes that LANES walks reach in
-    d levels, stepped together: the rows at x[base:], x[base + f:], ... from roots[k], or
-    (``over_trees``) the row at x[base:] from roots[k], roots[k + 1], ... (numba keeps the
-    lanes' node numbers in registers only as separate variables, hence the unrolling)."""
+    """(lanes, finish, done) for LANES walks stepped together: the rows at x[base:],
+    x[base + f:], ... from roots[k], or (``over_trees``) the row at x[base:] from roots[k],
+    roots[k + 1], ... lanes(x, base, f, roots, k, d, meta, thr, first) gives the nodes they
+    reach in d levels; done(ends, first) whether all are leaves; finish(x, base, f, ends,
+    meta, thr, first) steps them on until all are (not inlined: rarely called, and inlined
+    its loop slowed the lockstep loop about twofold). Numba keeps the lanes' node numbers in
+    registers only as separate variables, hence the unrolled source."""
     ids = [f"i{j}" for j in range(LANES)]
     lines = ["def lanes(x, base, f, roots, k, d, meta, thr, first):"]
     lines += [f"    {v} = roots[k + {j if over_trees else 0}]" for j, v in enumerate(ids)]
@@ -332,9 +362,20 @@ def _lanes(step, over_trees: bool):
     lines += [f"        {v} = step(x, base + {0 if over_trees else j} * f, {v}, meta, thr, first)"
               for j, v in enumerate(ids)]
     lines.append(f"    return {', '.join(ids)}")
+    lines.append("def finish(x, base, f, ends, meta, thr, first):")
+    lines.append(f"    {', '.join(ids)} = ends")
+    cond = " & ".join(f"(first[{v}] + 1 == {v})" for v in ids)
+    lines.append(f"    while not ({cond}):")
+    lines += [f"        {v} = step(x, base + {0 if over_trees else j} * f, {v}, meta, thr, first)"
+              for j, v in enumerate(ids)]
+    lines.append(f"    return {', '.join(ids)}")
+    lines.append("def done(ends, first):")
+    lines.append(f"    {', '.join(ids)} = ends")
+    lines.append(f"    return {cond}")
     scope = {"step": step}
     exec("\n".join(lines), scope)      # noqa: S102 (our own template)
-    return njit(nogil=True, inline="always")(scope["lanes"])
+    return (njit(nogil=True, inline="always")(scope["lanes"]), njit(nogil=True)(scope["finish"]),
+            njit(nogil=True, inline="always")(scope["done"]))
 
 
 def _walk_variant(nan_flags: bool, how):
@@ -344,8 +385,9 @@ def _walk_variant(nan_flags: bool, how):
         rebind(_step, f"forest_step_{kind}", {"NAN_FLAGS": nan_flags}))
     template = _walk_trees if how == "trees" else _walk
     suffix = {False: "", True: "_par", "trees": "_trees"}[how]
+    lanes, finish, done = _lanes(step, how == "trees")
     fn = rebind(template, f"forest_walk_{kind}{suffix}",
-                {"STEP": step, "LANES_OF": _lanes(step, how == "trees")})
+                {"STEP": step, "LANES_OF": lanes, "FINISH": finish, "DONE": done})
     return njit(cache=True, nogil=True, parallel=how is True)(fn)
 
 

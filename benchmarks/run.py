@@ -123,6 +123,56 @@ def ort_session(data, threads):
     return ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
 
 
+class RunRow:
+    """One runtime's measurements of one case: first run, runs 2-5, run MiB, steady times."""
+
+    def __init__(self):
+        self.error = None
+        self.first = self.early = self.mib = None
+        self.times: list[float] = []
+        self.outs = None
+
+    @property
+    def steady(self):
+        return statistics.median(self.times) if self.times else None
+
+
+def start_runs(cls, data, feeds, threads, mem, early: int = 0, more: int = 0):
+    """A runner ``cls(data, threads)``, its first run (timed with its creation), ``early``
+    timed runs after it (their median: RunRow.early) and ``more`` untimed ones, all inside
+    the memory measure ``mem`` (PeakMemory); then the runner settles (graphrt: its jitted
+    schedules). Returns (runner or None, RunRow): a model a runtime cannot run is a row with
+    its error, not a crash."""
+    row = RunRow()
+    measuring = False
+    try:
+        t0 = time.perf_counter()
+        rt = cls(data, threads)
+        t1 = time.perf_counter()
+        mem.start()
+        measuring = True
+        t1b = time.perf_counter()
+        row.outs = rt.run(feeds)
+        row.first = (t1 - t0) + (time.perf_counter() - t1b)
+        times = []
+        for _ in range(early):
+            t = time.perf_counter()
+            rt.run(feeds)
+            times.append(time.perf_counter() - t)
+        row.early = statistics.median(times) if times else None
+        for _ in range(more):
+            rt.run(feeds)
+        row.mib = mem.stop()
+        measuring = False
+        rt.settle()
+        return rt, row
+    except Exception as e:  # a model a runtime cannot run is a row, not a crash
+        row.error = f"{type(e).__name__}: {e}".splitlines()[0][:200]
+        if measuring:
+            mem.stop()
+        return None, row
+
+
 class OrtRunner:
     """onnxruntime for the zoo and trees runners: every output of a run, nothing to settle."""
 

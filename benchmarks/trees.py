@@ -59,15 +59,14 @@ import gc
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 import warnings
 
 import numpy as np
 
-from .run import (OrtRunner, PeakMemory, cpu_model, fmt, geomean, load, markdown, ort_session,
-                  progress, publish, tail_cells)
+from .run import (OrtRunner, PeakMemory, RunRow, cpu_model, fmt, geomean, load, markdown,
+                  ort_session, progress, publish, start_runs, tail_cells)
 
 ROWS = (1, 1_000, 100_000, 1_000_000)
 TRAIN_ROWS = 20_000
@@ -300,48 +299,9 @@ class _GraphRT:
         self.sess.wait_for_schedules(600)
 
 
-class Row:
-    def __init__(self):
-        self.error = None
-        self.first = self.mib = None
-        self.times: list[float] = []
-        self.outs = None
-
-    @property
-    def steady(self):
-        return statistics.median(self.times) if self.times else None
-
-
 def memory_runs(rows: int) -> int:
     """Runs after the first one inside the memory measure (fewer where a run is long)."""
     return 10 if rows <= 1_000 else (4 if rows <= 100_000 else 1)
-
-
-def start(cls, data, feeds, threads, mem: PeakMemory, rows: int):
-    """A session, its first run (timed with the session's creation) and the resident memory
-    its runs add (the first and memory_runs(rows) more), as benchmarks.zoo.run.start."""
-    row = Row()
-    measuring = False
-    try:
-        t0 = time.perf_counter()
-        rt = cls(data, threads)
-        t1 = time.perf_counter()
-        mem.start()
-        measuring = True
-        t1b = time.perf_counter()
-        row.outs = rt.run(feeds)
-        row.first = (t1 - t0) + (time.perf_counter() - t1b)
-        for _ in range(memory_runs(rows)):
-            rt.run(feeds)
-        row.mib = mem.stop()
-        measuring = False
-        rt.settle()
-        return rt, row
-    except Exception as e:  # a model a runtime cannot run is a row, not a crash
-        row.error = f"{type(e).__name__}: {e}".splitlines()[0][:200]
-        if measuring:
-            mem.stop()
-        return None, row
 
 
 def compare(g, o) -> tuple[float | None, int, str]:
@@ -370,10 +330,10 @@ def measure(data, feeds, threads, budget, mem, peer_only) -> dict:
     'diff' (max abs diff), 'labels' (how many differ) and 'note'."""
     runtimes = [("onnxruntime", OrtRunner)] if peer_only else [("graphrt", _GraphRT),
                                                           ("onnxruntime", OrtRunner)]
-    rows, live = {"graphrt": Row()}, []
+    rows, live = {"graphrt": RunRow()}, []
     n = len(next(iter(feeds.values())))
     for key, cls in runtimes:
-        rt, row = start(cls, data, feeds, threads, mem, n)
+        rt, row = start_runs(cls, data, feeds, threads, mem, more=memory_runs(n))
         rows[key] = row
         if rt is not None:
             live.append((key, rt))
@@ -410,7 +370,7 @@ def table(results) -> str:
     lines = []
     for name, n, threads, rows in results:
         g, o = rows["graphrt"], rows["onnxruntime"]
-        notes = [f"{k}: {r.error}" for k, r in rows.items() if isinstance(r, Row) and r.error]
+        notes = [f"{k}: {r.error}" for k, r in rows.items() if isinstance(r, RunRow) and r.error]
         if rows.get("labels"):
             notes.insert(0, f"{rows['labels']:,} labels differ")
         if rows.get("note"):

@@ -23,8 +23,8 @@ import time
 
 import numpy as np
 
-from ..run import (OrtRunner, PeakMemory, cpu_model, fmt, geomean, load, markdown, progress,
-                   publish, tail_cells)
+from ..run import (OrtRunner, PeakMemory, RunRow, cpu_model, fmt, geomean, load, markdown,
+                   progress, publish, start_runs, tail_cells)
 from . import make
 
 BLOCKS = 3
@@ -42,54 +42,11 @@ class _GraphRT:
         self.model.session.wait_for_schedules(600)
 
 
-class Row:
-    def __init__(self):
-        self.error = None
-        self.first = self.early = self.mib = None
-        self.times: list[float] = []
-        self.outs = None
-
-    @property
-    def steady(self):
-        return statistics.median(self.times) if self.times else None
-
-
-def start(cls, data, feeds, threads, mem: PeakMemory):
-    row = Row()
-    measuring = False
-    try:
-        t0 = time.perf_counter()
-        rt = cls(data, threads)
-        t1 = time.perf_counter()
-        mem.start()
-        measuring = True
-        t1b = time.perf_counter()
-        row.outs = rt.run(feeds)
-        row.first = (t1 - t0) + (time.perf_counter() - t1b)
-        early = []
-        for _ in range(4):
-            t = time.perf_counter()
-            rt.run(feeds)
-            early.append(time.perf_counter() - t)
-        row.early = statistics.median(early)
-        for _ in range(6):
-            rt.run(feeds)
-        row.mib = mem.stop()
-        measuring = False
-        rt.settle()
-        return rt, row
-    except Exception as e:  # a model a runtime cannot run is a row, not a crash
-        row.error = f"{type(e).__name__}: {e}".splitlines()[0][:200]
-        if measuring:
-            mem.stop()
-        return None, row
-
-
 def measure(name, threads, budget, mem) -> dict:
     data, feeds = make.load(name)
     rows, live = {}, []
     for key, cls in (("graphrt", _GraphRT), ("onnxruntime", OrtRunner)):
-        rt, row = start(cls, data, feeds, threads, mem)
+        rt, row = start_runs(cls, data, feeds, threads, mem, early=4, more=6)
         rows[key] = row
         if rt is not None:
             live.append((key, rt))
@@ -122,7 +79,7 @@ def table(results) -> str:
     for name, threads, rows in results:
         g, o = rows["graphrt"], rows["onnxruntime"]
         gs, os_ = g.steady, o.steady
-        notes = [f"{k}: {r.error}" for k, r in rows.items() if isinstance(r, Row) and r.error]
+        notes = [f"{k}: {r.error}" for k, r in rows.items() if isinstance(r, RunRow) and r.error]
         if name in make.OTHER_ISSUES:
             notes.insert(0, "other issue")
         cells = [name, str(threads), fmt(gs and gs * 1e3), fmt(os_ and os_ * 1e3),

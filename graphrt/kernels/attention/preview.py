@@ -234,11 +234,8 @@ _RULES = {"linear": (False, False), "gated": (True, False), "delta": (False, Tru
 class LinearAttention(OpKernel):
     def __init__(self, node):
         super().__init__(node)
-        rule = node.attr("update_rule", "gated_delta")
-        if rule not in _RULES:
-            node.fail(f"update_rule must be one of {sorted(_RULES)}, got {rule!r}")
-        self.gated, self.delta = _RULES[rule]
-        self.rule = rule
+        self.gated, self.delta = node.choice("update_rule", _RULES, "gated_delta")
+        self.rule = node.attr("update_rule", "gated_delta")
         self.supports_exact = not self.gated
         self.hq, self.hkv = node.attr("q_num_heads"), node.attr("kv_num_heads")
         if self.hq is None or self.hkv is None:

@@ -32,6 +32,13 @@ class NodeInfo:
     def attr(self, key, default=None):
         return self.attrs.get(key, default)
 
+    def choice(self, key, table: dict, default):
+        """``table[value]`` of a string attribute that names one of ``table``'s keys."""
+        value = self.attrs.get(key, default)
+        if value not in table:
+            self.fail(f"{key} {value!r} is not one of {', '.join(map(str, table))}")
+        return table[value]
+
     def fail(self, message: str, kind: ErrorKind = ErrorKind.INVALID_MODEL):
         raise SessionError(kind, f"{self.op_type}: {message}", self.name)
 

@@ -105,10 +105,7 @@ class Normalizer(OpKernel):
 
     def __init__(self, node):
         super().__init__(node)
-        norm = node.attr("norm", "MAX")
-        if norm not in NORMS:
-            node.fail(f"norm {norm!r} is not one of {', '.join(NORMS)}")
-        self.norm = NORMS[norm]
+        self.norm = node.choice("norm", NORMS, "MAX")
 
     def infer(self, ctx: InferContext) -> None:
         ctx.check_dtype(0, NUMBERS)

@@ -82,12 +82,8 @@ _CAST = {"TO_FLOAT": _F32, "TO_STRING": _STRING, "TO_INT64": _I64}
 class CastMap(_MapKernel):
     def __init__(self, node):
         super().__init__(node)
-        cast, form = node.attr("cast_to", "TO_FLOAT"), node.attr("map_form", "DENSE")
-        if cast not in _CAST:
-            node.fail(f"cast_to {cast!r} is not one of {', '.join(_CAST)}")
-        if form not in ("DENSE", "SPARSE"):
-            node.fail(f"map_form {form!r} is not DENSE or SPARSE")
-        self.to, self.sparse = _CAST[cast], form == "SPARSE"
+        self.to = node.choice("cast_to", _CAST, "TO_FLOAT")
+        self.sparse = node.choice("map_form", {"DENSE": False, "SPARSE": True}, "DENSE")
         self.max_map = int(node.attr("max_map", 1))
         if self.sparse and self.max_map < 0:
             node.fail(f"max_map must be >= 0, got {self.max_map}")

@@ -30,11 +30,8 @@ def parse(node, value) -> int:
     """post_transform as a string (opsets 1-4) or an int (TreeEnsemble): its number."""
     if value is None:
         return NONE
-    if isinstance(value, (bytes, str)):
-        name = value.decode() if isinstance(value, bytes) else value
-        if name not in NAMES:
-            node.fail(f"post_transform {name!r} is not one of {', '.join(NAMES)}")
-        return NAMES[name]
+    if isinstance(value, str):
+        return node.choice("post_transform", NAMES, "NONE")
     if not NONE <= int(value) <= PROBIT:
         node.fail(f"post_transform must be 0..4, got {value}")
     return int(value)

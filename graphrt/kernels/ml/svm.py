@@ -141,14 +141,12 @@ class _SVM(OpKernel):
 
     def kernel_attrs(self):
         node = self.node
-        kind = node.attr("kernel_type", "LINEAR")
-        if kind not in KERNELS:
-            node.fail(f"kernel_type {kind!r} is not one of {', '.join(KERNELS)}")
+        kind = node.choice("kernel_type", KERNELS, "LINEAR")
         params = list(node.attr("kernel_params") or [])
         if len(params) not in (0, 3):
             node.fail(f"kernel_params must hold gamma, coef0 and degree, got {params}")
         gamma, coef0, degree = params or (0.0, 0.0, 0.0)
-        self.kind, self.gamma, self.coef0, self.degree = KERNELS[kind], gamma, coef0, degree
+        self.kind, self.gamma, self.coef0, self.degree = kind, gamma, coef0, degree
         self.post = post.parse(node, node.attr("post_transform"))
         self.rho = np.asarray(node.attr("rho") or [0.0], np.float64).reshape(-1)
         self.coef = np.asarray(node.attr("coefficients") or [], np.float64).reshape(-1)

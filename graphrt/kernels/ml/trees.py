@@ -165,13 +165,11 @@ class _Trees(OpKernel):
 class TreeEnsembleRegressor(_Trees):
     def __init__(self, node):
         super().__init__(node)
-        agg = node.attr("aggregate_function", "SUM")
-        if agg not in AGGREGATES:
-            node.fail(f"aggregate_function {agg!r} is not one of {', '.join(AGGREGATES)}")
+        agg = node.choice("aggregate_function", AGGREGATES, "SUM")
         t = int(node.attr("n_targets", 1))
         if t < 1:
             node.fail(f"n_targets must be >= 1, got {t}")
-        self.setup(_legacy_forest(node, "target", t), AGGREGATES[agg],
+        self.setup(_legacy_forest(node, "target", t), agg,
                    post.parse(node, node.attr("post_transform")),
                    floats(node, "base_values", False))
 

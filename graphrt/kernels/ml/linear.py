@@ -36,9 +36,11 @@ def _affine(x, w, b, out):
 AFFINE = Variants(_affine, "ml_affine", parallel=True)
 
 
-def affine(ctx: RunContext, x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """x [N, F] @ w [E, F]^T + b as float64 scratch [N, E]."""
-    out = scratch(ctx, _F64, (x.shape[0], w.shape[0]))
+def affine(ctx: RunContext, x: np.ndarray, w: np.ndarray, b: np.ndarray,
+           out: np.ndarray | None = None) -> np.ndarray:
+    """x [N, F] @ w [E, F]^T + b into ``out`` (float64 [N, E]; scratch when None)."""
+    if out is None:
+        out = scratch(ctx, _F64, (x.shape[0], w.shape[0]))
     AFFINE.get(ctx.exact, x.shape[0] * w.size >= 1 << 16)(x, w, b, out)
     return out
 

@@ -165,15 +165,17 @@ class _SVM(OpKernel):
         ctx.prepared = (rows, f)
         return rows, f
 
-    def kernel_values(self, ctx: RunContext, x: np.ndarray) -> np.ndarray:
-        kv = scratch(ctx, _F64, (x.shape[0], self.sv.shape[0]))
-        KERNEL_ROWS.get(ctx.exact, x.size * self.sv.shape[0] >= 1 << 15)(
-            x, self.sv, self.kind, self.gamma, self.coef0, self.degree, kv)
-        return kv
-
-    def chunks(self, x: np.ndarray):
-        for lo in range(0, max(x.shape[0], 1), CHUNK):
-            yield lo, x[lo:lo + CHUNK]
+    def kernel_chunks(self, ctx: RunContext, x: np.ndarray):
+        """(lo, kernel values [n, V] of rows lo:lo + n) over CHUNK-row chunks of x, all in
+        one scratch block taken once per run."""
+        rows, v = x.shape[0], self.sv.shape[0]
+        buf = scratch(ctx, _F64, (min(max(rows, 1), CHUNK), v))
+        fn = KERNEL_ROWS.get(ctx.exact, min(rows, CHUNK) * x.shape[1] * v >= 1 << 15)
+        for lo in range(0, rows, CHUNK):
+            part = x[lo:lo + CHUNK]
+            kv = buf[:part.shape[0]]
+            fn(part, self.sv, self.kind, self.gamma, self.coef0, self.degree, kv)
+            yield lo, kv
 
 
 class SVMRegressor(_SVM):
@@ -198,11 +200,11 @@ class SVMRegressor(_SVM):
         x = ctx.inputs[0].reshape(rows, f)
         y = scratch(ctx, _F64, (rows, 1))
         if not self.n:
-            y[:] = affine(ctx, x, self.coef.reshape(1, -1), self.rho[:1])
+            affine(ctx, x, self.coef.reshape(1, -1), self.rho[:1], y)
         else:
-            for lo, part in self.chunks(x):
-                y[lo:lo + part.shape[0]] = affine(ctx, self.kernel_values(ctx, part),
-                                                  self.coef.reshape(1, -1), self.rho[:1])
+            for lo, kv in self.kernel_chunks(ctx, x):
+                affine(ctx, kv, self.coef.reshape(1, -1), self.rho[:1],
+                       y[lo:lo + kv.shape[0]])
         if self.one_class:
             np.copyto(y, np.where(y > 0, 1.0, -1.0))
         post.apply(y, self.post, ctx.exact)
@@ -256,11 +258,10 @@ class SVMClassifier(_SVM):
         pairs = c * (c - 1) // 2
         scores = scratch(ctx, _F64, (rows, pairs))
         votes = scratch(ctx, np.int64, (rows, c))
-        for lo, part in self.chunks(x):
-            hi = lo + part.shape[0]
-            ONE_VS_ONE.get(ctx.exact, part.shape[0] > 64)(
-                self.kernel_values(ctx, part), self.start, self.coef2, self.rho,
-                scores[lo:hi], votes[lo:hi])
+        for lo, kv in self.kernel_chunks(ctx, x):
+            hi = lo + kv.shape[0]
+            ONE_VS_ONE.get(ctx.exact, kv.shape[0] > 64)(
+                kv, self.start, self.coef2, self.rho, scores[lo:hi], votes[lo:hi])
         best = labels.argmax(ctx, votes)
         if self.prob_a.size:
             p = scratch(ctx, _F64, (rows, c))

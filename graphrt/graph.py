@@ -39,7 +39,7 @@ class CompiledGraph:
     def __init__(self, graph: IrGraph, opsets: dict, options: SessionOptions,
                  table: OperatorTable = DEFAULT, cancel: CancelToken | None = None,
                  body_factory=None, captures: tuple[str, ...] = (), is_body: bool = False,
-                 known: dict | None = None):
+                 known: dict | None = None, feedable: frozenset = frozenset()):
         if options.weight_storage is not WeightStorage.ORIGINAL:
             raise SessionError(ErrorKind.UNSUPPORTED,
                                f"weight_storage={options.weight_storage.value} is not implemented yet")
@@ -55,16 +55,24 @@ class CompiledGraph:
             self.value_names.append(name)
             return ids[name]
 
+        # graph inputs that an initializer also defines: the initializer is their default
+        self.overridable = [i for i in g.inputs if i.name in g.initializers]
+        unknown = set(feedable) - {i.name for i in self.overridable}
+        if unknown:
+            raise SessionError(ErrorKind.INVALID_INPUT, f"{sorted(unknown)} are not initializers that "
+                               "the graph also lists as inputs: they cannot be fed")
+        self.defaults = {name: g.initializers[name] for name in feedable}
         self.constants: dict[int, np.ndarray] = {}
         for name, arr in g.initializers.items():
-            self.constants[define(name, None)] = arr
+            if name not in feedable:
+                self.constants[define(name, None)] = arr
         known = known or {}
         for name in captures:
             if name in known:
                 self.constants[define(name, None)] = known[name]
         self.inputs: list[TensorInfo] = []
         self.input_ids: list[int] = []
-        declared = [i for i in g.inputs if i.name not in g.initializers]   # IR < 4 lists both
+        declared = [i for i in g.inputs if i.name not in g.initializers or i.name in feedable]
         self.dropped = frozenset(len(declared) + k for k, c in enumerate(captures) if c in known)
         for info in declared + [TensorInfo(c, None, None) for c in captures if c not in known]:
             if info.dtype is None and not is_body:
@@ -143,8 +151,12 @@ class CompiledGraph:
 
     @classmethod
     def from_model(cls, model: IrModel, options: SessionOptions, table: OperatorTable = DEFAULT,
-                   cancel: CancelToken | None = None, body_factory=None) -> "CompiledGraph":
-        return cls(model.graph, model.opsets, options, table, cancel, body_factory)
+                   cancel: CancelToken | None = None, body_factory=None,
+                   feedable: frozenset = frozenset()) -> "CompiledGraph":
+        """``feedable`` names overridable initializers to make inputs (fed, or their
+        initializer when not)."""
+        return cls(model.graph, model.opsets, options, table, cancel, body_factory,
+                   feedable=frozenset(feedable))
 
     @property
     def n_values(self) -> int:

@@ -14,17 +14,21 @@ from onnx import numpy_helper
 
 from . import dtypes
 from .errors import ErrorKind, SessionError
-from .ir import IrGraph, IrModel, IrNode, TensorInfo
+from .ir import IrGraph, IrModel, IrNode, ModelInfo, TensorInfo
 from .options import CancelToken
 
 
 _TP = onnx.TensorProto
+UNREADABLE = "not a readable ONNX model"      # how a protobuf that fails to parse is reported
 _PACKED_BITS = {_TP.UINT4: 4, _TP.INT4: 4, _TP.FLOAT4E2M1: 4, _TP.UINT2: 2, _TP.INT2: 2}
 
 
-def read_model(src, cancel: CancelToken | None = None) -> tuple[IrModel, bytes]:
+def read_model(src, cancel: CancelToken | None = None,
+               supplied: dict | None = None) -> tuple[IrModel, bytes]:
     """Load ``src`` (path, bytes, binary file object or ModelProto); returns the IR and the
-    serialized model bytes (kept for pickling)."""
+    serialized model bytes (kept for pickling). ``supplied`` (name -> array) replaces the
+    main graph's initializers of those names, external ones included, whose data is then
+    not read; each must have the initializer's element type and dims."""
     base_dir = None
     try:
         if isinstance(src, onnx.ModelProto):
@@ -49,7 +53,7 @@ def read_model(src, cancel: CancelToken | None = None) -> tuple[IrModel, bytes]:
     except SessionError:
         raise
     except Exception as e:  # protobuf decode errors and the like
-        raise SessionError(ErrorKind.INVALID_MODEL, f"not a readable ONNX model: {e}") from None
+        raise SessionError(ErrorKind.INVALID_MODEL, f"{UNREADABLE}: {e}") from None
     if not proto.HasField("graph"):
         raise SessionError(ErrorKind.INVALID_MODEL, "the model has no graph")
     opsets = {}
@@ -59,8 +63,12 @@ def read_model(src, cancel: CancelToken | None = None) -> tuple[IrModel, bytes]:
     if "" not in opsets and proto.ir_version < 3:
         opsets[""] = 1
     importer = _Importer(base_dir, cancel, opsets)
-    graph = importer.graph(proto.graph)
-    model = IrModel(graph, opsets, int(proto.ir_version), proto.producer_name)
+    graph = importer.graph(proto.graph, supplied or {})
+    version = int(proto.model_version) if proto.HasField("model_version") else None
+    info = ModelInfo(proto.producer_name, proto.producer_version, proto.domain, proto.doc_string,
+                     version, proto.graph.name, proto.graph.doc_string,
+                     {p.key: p.value for p in proto.metadata_props})
+    model = IrModel(graph, opsets, int(proto.ir_version), proto.producer_name, info)
     return model, proto.SerializeToString()
 
 
@@ -74,11 +82,17 @@ class _Importer:
         if self.cancel is not None and self.cancel.cancelled:
             raise SessionError(ErrorKind.CANCELLED, "cancelled while importing the model")
 
-    def graph(self, g: onnx.GraphProto) -> IrGraph:
+    def graph(self, g: onnx.GraphProto, supplied: dict | None = None) -> IrGraph:
         inits = {}
+        supplied = supplied or {}
         for t in g.initializer:
             self._check_cancel()
-            inits[t.name] = self.tensor(t)
+            inits[t.name] = self.tensor(t) if t.name not in supplied else _supplied(t, supplied[t.name])
+        unknown = set(supplied) - {t.name for t in g.initializer}
+        if unknown:
+            raise SessionError(ErrorKind.INVALID_INPUT,
+                               f"initializer values were supplied for {sorted(unknown)}, which the model "
+                               "does not have")
         for st in g.sparse_initializer:
             self._check_cancel()
             inits[st.values.name] = self.sparse(st)
@@ -207,24 +221,48 @@ class _Importer:
 def value_info(v: onnx.ValueInfoProto) -> TensorInfo:
     t = v.type
     which = t.WhichOneof("value")
+    text = type_name(t)
     if which == "tensor_type":
         tt = t.tensor_type
         try:
             dt = dtypes.to_numpy(tt.elem_type) if tt.elem_type else None
         except (KeyError, ValueError):
             dt = None
-        dims = None
+        dims = notes = None
         if tt.HasField("shape"):
             dims = tuple(_dim(d) for d in tt.shape.dim)
-        return TensorInfo(v.name, dt, dims, "tensor", int(tt.elem_type))
+            if any(d.denotation for d in tt.shape.dim):
+                notes = tuple(d.denotation for d in tt.shape.dim)
+        return TensorInfo(v.name, dt, dims, "tensor", int(tt.elem_type), type_name=text,
+                          denotations=notes)
     if which in ("sequence_type", "optional_type"):
         kind, code = type_desc(t)
-        return TensorInfo(v.name, np.dtype(np.uint8), None, kind, code)
+        return TensorInfo(v.name, np.dtype(np.uint8), None, kind, code, type_name=text)
     if which == "map_type":
         value = t.map_type.value_type
         code = int(value.tensor_type.elem_type) if value.WhichOneof("value") == "tensor_type" else 0
-        return TensorInfo(v.name, np.dtype(np.uint8), None, "map", code, int(t.map_type.key_type))
-    return TensorInfo(v.name, None, None, "tensor")
+        return TensorInfo(v.name, np.dtype(np.uint8), None, "map", code, int(t.map_type.key_type),
+                          type_name=text)
+    return TensorInfo(v.name, None, None, "tensor", type_name=text)
+
+
+def type_name(tp) -> str:
+    """A TypeProto as text, the way onnxruntime names types: tensor(float),
+    seq(tensor(int64)), map(string,tensor(float)), optional(seq(tensor(float)))."""
+    which = tp.WhichOneof("value")
+    if which in ("tensor_type", "sparse_tensor_type"):
+        code = getattr(tp, which).elem_type
+        name = onnx.TensorProto.DataType.Name(code).lower() if code in onnx.TensorProto.DataType.values() \
+            else "undefined"
+        return f"{'tensor' if which == 'tensor_type' else 'sparse_tensor'}({name})"
+    if which == "sequence_type":
+        return f"seq({type_name(tp.sequence_type.elem_type)})"
+    if which == "optional_type":
+        return f"optional({type_name(tp.optional_type.elem_type)})"
+    if which == "map_type":
+        key = onnx.TensorProto.DataType.Name(tp.map_type.key_type).lower()
+        return f"map({key},{type_name(tp.map_type.value_type)})"
+    return ""
 
 
 def type_desc(tp) -> tuple[str, int]:
@@ -239,11 +277,24 @@ def type_desc(tp) -> tuple[str, int]:
 
 
 def _dim(d):
-    if d.HasField("dim_value"):
-        return int(d.dim_value)
+    if d.HasField("dim_value"):     # a negative extent (paddle2onnx writes -1) is dynamic
+        return int(d.dim_value) if d.dim_value >= 0 else None
     if d.HasField("dim_param"):
         return d.dim_param
     return None
+
+
+def _supplied(t: onnx.TensorProto, value) -> np.ndarray:
+    arr = np.asarray(value)
+    try:
+        want = dtypes.to_numpy(t.data_type)
+    except (KeyError, ValueError):
+        want = None
+    if arr.dtype != want or arr.shape != tuple(t.dims):
+        raise SessionError(ErrorKind.INVALID_INPUT,
+                           f"the value supplied for initializer {t.name!r} is {dtypes.name_of(arr.dtype)} "
+                           f"{list(arr.shape)}; the model's is {dtypes.name_of_code(t.data_type)} {list(t.dims)}")
+    return _own(arr)
 
 
 def _own(arr: np.ndarray) -> np.ndarray:

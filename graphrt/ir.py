@@ -21,6 +21,8 @@ class TensorInfo:
     kind: str = "tensor"
     elem_code: int = 0          # the ONNX element type code (also when numpy has no dtype)
     key_code: int = 0           # a map's key type code
+    type_name: str = ""         # the full type as text: "tensor(float)", "seq(map(int64,tensor(float)))"
+    denotations: tuple | None = None    # each axis's denotation ("DATA_BATCH", ...), when any has one
 
     @property
     def rank(self) -> int | None:
@@ -47,9 +49,24 @@ class IrGraph:
     value_info: dict[str, TensorInfo] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class ModelInfo:
+    """What a model says about itself (ModelProto's and GraphProto's descriptive fields)."""
+
+    producer_name: str = ""
+    producer_version: str = ""
+    domain: str = ""
+    description: str = ""
+    version: int | None = None                      # model_version, None when not set
+    graph_name: str = ""
+    graph_description: str = ""
+    metadata: dict = field(default_factory=dict)     # metadata_props, key -> value
+
+
 @dataclass
 class IrModel:
     graph: IrGraph
     opsets: dict[str, int]       # domain ("" is the default ONNX domain) -> version
     ir_version: int = 0
     producer: str = ""
+    info: ModelInfo = field(default_factory=ModelInfo)

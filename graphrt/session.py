@@ -25,13 +25,22 @@ class Session:
     """An imported, compiled model. ``run`` may be called from any number of threads."""
 
     def __init__(self, src, options: SessionOptions | None = None,
-                 cancel: CancelToken | None = None, *, operators: OperatorTable = DEFAULT):
+                 cancel: CancelToken | None = None, *, operators: OperatorTable = DEFAULT,
+                 feedable=(), initializers: Mapping | None = None):
+        """``feedable``: overridable initializers (graph inputs that an initializer also
+        defines, see ``overridable``) that runs may feed; a run that does not feed one uses
+        the initializer. ``initializers`` (name -> array) replaces initializers of the
+        model, external ones included (same element type and dims)."""
         self.options = options if options is not None else SessionOptions()
         self._operators = operators
+        self._feedable = frozenset(feedable)
+        self._supplied = dict(initializers or {})
         threads.ensure_layer()
-        model, self._model_bytes = read_model(src, cancel)
-        self._graph = CompiledGraph.from_model(model, self.options, operators, cancel, Body)
+        model, self._model_bytes = read_model(src, cancel, self._supplied)
+        self._graph = CompiledGraph.from_model(model, self.options, operators, cancel, Body,
+                                               self._feedable)
         self._opsets = dict(model.opsets)
+        self.model_info = model.info       # producer, description, version, metadata_props
         self.pass_counts = run_passes(self._graph, operators, self.options.optimization_level,
                                       self.options.exact, cancel)
         self._cancel = cancel
@@ -55,6 +64,12 @@ class Session:
     @property
     def outputs(self) -> list[TensorInfo]:
         return list(self._live_graph().outputs)
+
+    @property
+    def overridable(self) -> list[TensorInfo]:
+        """Graph inputs that an initializer also defines; runs feed them only when the
+        session was made with them in ``feedable``."""
+        return list(self._live_graph().overridable)
 
     @property
     def plans_built(self) -> int:
@@ -148,6 +163,9 @@ class Session:
                                    f"the model has no input {name!r}; its inputs are "
                                    f"{[i.name for i in graph.inputs]}")
             arrays[k] = _check_input(graph.inputs[k], value)
+        for k, a in enumerate(arrays):
+            if a is None and graph.inputs[k].name in graph.defaults:
+                arrays[k] = graph.defaults[graph.inputs[k].name]
         missing = [graph.inputs[k].name for k, a in enumerate(arrays) if a is None]
         if missing:
             raise SessionError(ErrorKind.INVALID_INPUT, f"no value was fed for input(s) {missing}")
@@ -203,11 +221,14 @@ class Session:
 
     def __reduce__(self):
         return (_rebuild, (self._model_bytes, self.options,
-                           None if self._operators is DEFAULT else self._operators))
+                           None if self._operators is DEFAULT else self._operators, self._feedable,
+                           self._supplied))
 
 
-def _rebuild(model_bytes: bytes, options: SessionOptions, operators=None) -> Session:
-    return Session(model_bytes, options, operators=DEFAULT if operators is None else operators)
+def _rebuild(model_bytes: bytes, options: SessionOptions, operators=None, feedable=(),
+             initializers=None) -> Session:
+    return Session(model_bytes, options, operators=DEFAULT if operators is None else operators,
+                   feedable=feedable, initializers=initializers)
 
 
 def _check_input(info: TensorInfo, value) -> np.ndarray:

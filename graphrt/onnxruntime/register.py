@@ -1,6 +1,7 @@
 """Make ``import onnxruntime`` give graphrt.onnxruntime, for code that cannot be edited."""
 from __future__ import annotations
 
+import contextlib
 import importlib
 import sys
 
@@ -37,3 +38,27 @@ def uninstall() -> None:
 
 def installed() -> bool:
     return bool(_saved)
+
+
+def forget(package: str) -> None:
+    """Drops ``package`` and its submodules from sys.modules, so that the next import runs
+    its ``import onnxruntime`` again."""
+    for name in list(sys.modules):
+        if name == package or name.startswith(package + "."):
+            del sys.modules[name]
+
+
+@contextlib.contextmanager
+def imported(package: str, on_graphrt: bool = True):
+    """``package`` imported afresh with ``import onnxruntime`` giving graphrt's module (or,
+    with on_graphrt=False, the real onnxruntime): the same package on both runtimes in one
+    process, for comparisons and benchmarks. The package is forgotten again on exit."""
+    forget(package)
+    if on_graphrt:
+        install()
+    try:
+        yield importlib.import_module(package)
+    finally:
+        if on_graphrt:
+            uninstall()
+        forget(package)

@@ -468,6 +468,25 @@ def test_run_options(ort):
     np.testing.assert_allclose(sess.run([], {"X": X}, ro)[0], MUL_OUT)
 
 
+def test_terminate_cancels_a_run_in_progress():
+    n = 400
+    w = numpy_helper.from_array(np.eye(512, dtype=np.float32), "w")
+    m = model([h.make_node("MatMul", [f"x{i}", "w"], [f"x{i + 1}"]) for i in range(n)],
+              [vi("x0", T.FLOAT, [256, 512])], [vi(f"x{n}", T.FLOAT, [256, 512])], [w])
+    so = shim.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = shim.InferenceSession(m, so)
+    x = np.ones((256, 512), np.float32)
+    np.testing.assert_equal(sess.run(None, {"x0": x})[0], x)
+    ro = shim.RunOptions()
+    timer = threading.Timer(0.05, lambda: setattr(ro, "terminate", True))
+    timer.start()
+    with pytest.raises(shim.Fail, match="Exiting due to terminate flag") as e:
+        sess.run(None, {"x0": x}, ro)
+    timer.join()
+    assert e.value.kind is graphrt.ErrorKind.CANCELLED and e.value.node.startswith("MatMul")
+
+
 def test_threads(ort):
     so = ort.SessionOptions()
     so.log_verbosity_level = 1

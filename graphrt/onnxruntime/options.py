@@ -79,9 +79,7 @@ class SessionOptions:
         self._config[str(key)] = str(value)
 
     def get_session_config_entry(self, key: str) -> str:
-        if key not in self._config:
-            raise RuntimeError(f"SessionOptions does not have configuration with key: {key}")
-        return self._config[key]
+        return _entry(self, key)
 
     def add_free_dimension_override_by_name(self, dim_name: str, dim_value: int) -> None:
         """Inputs with the symbolic extent ``dim_name`` must have extent ``dim_value``."""
@@ -132,6 +130,14 @@ class SessionOptions:
                               optimization_level=level, **extra)
 
 
+def _entry(options, key: str) -> str:
+    """A config entry of SessionOptions or RunOptions; RuntimeError (as onnxruntime's) when
+    there is none."""
+    if key not in options._config:
+        raise RuntimeError(f"{type(options).__name__} does not have configuration with key: {key}")
+    return options._config[key]
+
+
 def _array_of(value) -> np.ndarray:
     return np.asarray(getattr(value, "value", value))      # an OrtValue, or an array
 
@@ -164,9 +170,7 @@ class RunOptions:
         self._config[str(key)] = str(value)
 
     def get_run_config_entry(self, key: str) -> str:
-        if key not in self._config:
-            raise RuntimeError(f"RunOptions does not have configuration with key: {key}")
-        return self._config[key]
+        return _entry(self, key)
 
     @property
     def cancel_token(self) -> CancelToken:

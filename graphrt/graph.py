@@ -122,10 +122,13 @@ class CompiledGraph:
                                    f"{k} used by {', '.join(v)}" for k, v in sorted(missing.items())),
                                names[0], tuple(sorted(missing)))
 
+        made_constants: dict[int, np.ndarray] = {}      # outputs of Constant nodes so far
+
         def body_compiler(caps):
-            # captured constants are the body's own: its plans fold what depends on them
-            # and never copy them in per call
-            known = {c: self.constants[ids[c]] for c in caps if ids[c] in self.constants}
+            # captured constants (initializers, and Constant nodes' outputs) are the body's
+            # own: its plans fold what depends on them and never copy them in per call
+            known = {c: self.constants[ids[c]] if ids[c] in self.constants else made_constants[ids[c]]
+                     for c in caps if ids[c] in self.constants or ids[c] in made_constants}
 
             def compile_body(body: IrGraph):
                 if body_factory is None:
@@ -139,7 +142,10 @@ class CompiledGraph:
             _check(cancel)
             info = NodeInfo(n.name, n.op_type, n.domain, opset, n.attrs, len(n.inputs), len(outs),
                             body_compiler(caps), g)
-            self.nodes.append(CompiledNode(info, _make_kernel(opdef, info), ins, outs))
+            kernel = _make_kernel(opdef, info)
+            if n.op_type == "Constant" and not n.domain and outs[0] >= 0:
+                made_constants[outs[0]] = kernel.value
+            self.nodes.append(CompiledNode(info, kernel, ins, outs))
 
         if self.exact:
             lacking = sorted({c.info.op_type for c in self.nodes if not c.kernel.supports_exact})

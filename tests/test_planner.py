@@ -131,3 +131,48 @@ def test_dynamic_view_keeps_its_source_alive():
     got = graphrt.Session(model, SessionOptions(optimization_level="none")).run(
         None, {"x": x, "axes": np.array([0], np.int64)})[0]
     np.testing.assert_allclose(got, ((x + x) * -x)[None], rtol=1e-6)
+
+
+def _after_an_if():
+    """y = Reshape(MatMul(If(c, x, -x), w), s): every step after the If is dynamic; MatMul
+    reads only a constant (w), Reshape reads the run-time value s."""
+    n = helper.make_node
+    then = helper.make_graph([n("Identity", ["x"], ["b"])], "then", [], [tensor("b", F, None)])
+    other = helper.make_graph([n("Neg", ["x"], ["b"])], "else", [], [tensor("b", F, None)])
+    w = helper.make_tensor("w", F, [4, 3], uniform((4, 3), seed=3).reshape(-1).tolist())
+    nodes = [n("If", ["c"], ["v"], then_branch=then, else_branch=other),
+             n("MatMul", ["v", "w"], ["m"]), n("Reshape", ["m", "s"], ["y"])]
+    return make(nodes, [tensor("c", TensorProto.BOOL, []), tensor("x", F, ["n", 4]),
+                        tensor("s", TensorProto.INT64, [2])], [tensor("y", F, None)], [w], opset=17)
+
+
+def test_dynamic_steps_infer_again_when_what_they_read_changes():
+    """A dynamic step's inference is reused across runs only while its inputs' shapes are
+    the same and it read no run-time value (plan/execute._infer_dynamic)."""
+    sess = graphrt.Session(_after_an_if(), SessionOptions(optimization_level="none"))
+    w = uniform((4, 3), seed=3)
+    for rows, cond, shape in [(6, True, (2, 9)), (6, False, (2, 9)), (6, True, (9, 2)),
+                              (2, False, (3, 2)), (6, True, (2, 9)), (6, True, (18, 1))]:
+        x = uniform((rows, 4), seed=rows)
+        feeds = {"c": np.array(cond), "x": x, "s": np.array(shape, np.int64)}
+        want = ((x if cond else -x) @ w).reshape(shape)
+        got = sess.run(None, feeds)[0]
+        assert got.shape == shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    steps = {st.node.info.op_type: st for _, entry in sess._plans._entries for st in entry.plan.steps}
+    assert steps["MatMul"].dynamic and steps["MatMul"].memo is not None    # kept: it read only w
+    assert steps["Reshape"].dynamic and steps["Reshape"].memo is None       # it read s
+
+
+def test_in_place_needs_an_input_of_the_output_size():
+    """A broadcast first input smaller than the output fits the output's 64-byte block but
+    must not be taken over: later rows still read it (Mul of (2, 1) by (2, 5) gave x * 1
+    for the second row)."""
+    n = helper.make_node
+    for op, fn in (("Mul", np.multiply), ("Add", np.add), ("Sub", np.subtract)):
+        for sa, sb in [((2, 1), (2, 5)), ((5, 1), (5, 3)), ((2, 1, 1), (2, 1, 8)), ((2, 1), (2, 2))]:
+            model = make([n(op, ["a", "b"], ["y"])], [tensor("a", F, list(sa)), tensor("b", F, list(sb))],
+                         [tensor("y", F, None)], opset=17)
+            a, b = uniform(sa, seed=1), uniform(sb, seed=2)
+            got = graphrt.Session(model).run(None, {"a": a, "b": b})[0]
+            np.testing.assert_array_equal(got, fn(a, b))

@@ -48,6 +48,10 @@ class Step:
     dynamic: bool
     view: bool = False          # static view: made once per run state, nothing to run
     prepared: object = None
+    # dynamic steps: the inputs that are constants of the plan (their arrays never change),
+    # and the last run's inference with what it depended on (execute._infer_dynamic)
+    fixed: frozenset = frozenset()
+    memo: object = None
 
 
 class ExecutionPlan:
@@ -120,8 +124,10 @@ def _check_stated(node: CompiledNode, ctx: InferContext) -> None:
 
 
 def worth_folding(out_bytes: int, in_bytes: list[int]) -> bool:
-    """Fold unless the result is larger than both (all) its inputs and 64 KiB."""
-    return not (out_bytes > max(in_bytes, default=0) and out_bytes > FOLD_LIMIT)
+    """Fold unless the result is larger than all its inputs together and 64 KiB: a
+    constant that grows (Expand, Tile, a widening Cast) is made at run time, one that only
+    rearranges its inputs (Concat of weight slices, Transpose) is made once."""
+    return not (out_bytes > sum(in_bytes) and out_bytes > FOLD_LIMIT)
 
 
 def plan_node(node: CompiledNode, ins: list, exact: bool) -> tuple[list, Step | None]:
@@ -130,14 +136,15 @@ def plan_node(node: CompiledNode, ins: list, exact: bool) -> tuple[list, Step | 
     The one place where constant evaluation happens, for plans and for the fold pass."""
     kernel = node.kernel
     n_out = len(node.outputs)
+    fixed = frozenset(i for i, f in enumerate(ins) if f is not None and f.kind == CONST)
     if kernel.outputs_data_dependent or any(f is not None and f.kind == DYNAMIC for f in ins):
-        return [Fact(DYNAMIC)] * n_out, Step(node, dynamic=True)
+        return [Fact(DYNAMIC)] * n_out, Step(node, dynamic=True, fixed=fixed)
     ctx = InferContext(node.info, exact, [f.dtype if f else None for f in ins],
                        [f.shape if f else None for f in ins],
                        [f.value if f else None for f in ins], n_out)
     infer_kernel(node, ctx)
     if ctx.needs_values:
-        return [Fact(DYNAMIC)] * n_out, Step(node, dynamic=True)
+        return [Fact(DYNAMIC)] * n_out, Step(node, dynamic=True, fixed=fixed)
     _check_stated(node, ctx)
     if any(c is not None for c in ctx.constants):
         if not all(c is not None for c, o in zip(ctx.constants, node.outputs) if o >= 0):

@@ -129,7 +129,10 @@ def plan_slab(n_steps: int, made: list[list[int]], reads: list[list[int]],
                 src = cand[1]
                 if (src in offsets and src not in views and members.get(src) == 1
                         and block_end.get(src) == s and src not in keep
-                        and dtypes[src] == dtypes[v] and size_of(src) >= nbytes[v]):
+                        and dtypes[src] == dtypes[v] and nbytes[src] == nbytes[v]):
+                    # the same size, not only a block that fits: a broadcast input smaller
+                    # than the output (Mul of (2, 1) by (2, 5)) would be overwritten while
+                    # later rows still read it
                     offsets[v] = offsets[src]
                     taken[v] = taken.pop(src)
                     dying[s].remove(src)                     # handed over, not freed

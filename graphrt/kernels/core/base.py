@@ -48,7 +48,7 @@ class OpKernel:
     it holds only what its node's attributes fix."""
 
     supports_exact = False          # exact-mode kernel exists (exact-mode rules followed)
-    in_place_input = False          # output 0 may reuse input 0's storage
+    in_place_input = False          # output 0 may reuse input 0's storage (when of its size)
     view_of_input = False           # output 0 is input 0 with the inferred shape; run not called
     outputs_data_dependent = False  # output shapes depend on values: run allocates outputs
     constant_foldable = True        # same inputs give the same outputs

@@ -118,6 +118,11 @@ def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work):
     nblk = (p_ + pb - 1) // pb
     mblk = (mg + mb - 1) // mb
     per_image = groups * nblk * mblk
+    # int64 values, not literals: the call then has the very types of the product kernels'
+    # call, so both share one compile of the micro-kernel family (literal 0 and 1 would
+    # make numba compile a second one, about 20 s)
+    zero = np.int64(0)
+    one = np.int64(1)
     for t in prange(tasks):
         img = t // per_image
         r = t - img * per_image
@@ -132,10 +137,10 @@ def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work):
         col = cols[slot, :kk * (p1 - p0)]
         _im2col_block(x, col, g, kk, p0, p1, (img * g[C] + gi * cg) * in_size)
         ap, bp, cb = microkernel.carve(work[slot], rows, p1 - p0, kk)
-        microkernel.tile_product_fast(w, (gi * mg + m0) * kk, kk, 1, col, 0, p1 - p0, 1, y,
+        microkernel.tile_product_fast(w, (gi * mg + m0) * kk, kk, one, col, zero, p1 - p0, one, y,
                                       (img * groups * mg + gi * mg + m0) * p_ + p0, p_, rows,
                                       p1 - p0, kk, ap, bp, cb, False, microkernel.NO_TABLE,
-                                      (y, 0, 0, 0))
+                                      (y, zero, zero, zero))
 
 
 def _depthwise(x, w, y, g, planes, mg, kk, rows, work):

@@ -24,7 +24,10 @@ _FORMS = {
 class Constant(OpKernel):
     """y = the tensor given by exactly one of the value attributes.
 
-    The kernel keeps one read-only copy; every plan shares it."""
+    The kernel keeps one copy; every plan shares it. It stays writeable, like the
+    importer's initializers: numba types a read-only array apart, so one read-only weight
+    would compile a second copy of every kernel it reaches (the GEMM family alone: about
+    25 s); kernels never write their inputs."""
 
     supports_exact = True
 
@@ -34,9 +37,7 @@ class Constant(OpKernel):
         if len(given) != 1:
             node.fail("exactly one value attribute is required, got "
                       + (", ".join(given) if given else "none"))
-        value = np.array(_FORMS[given[0]](node.attrs[given[0]]), copy=True, order="C")
-        value.setflags(write=False)
-        self.value = value
+        self.value = np.array(_FORMS[given[0]](node.attrs[given[0]]), copy=True, order="C")
 
     def infer(self, ctx: InferContext) -> None:
         ctx.set_constant_output(0, self.value)

@@ -127,8 +127,8 @@ class CompiledGraph:
         def body_compiler(caps):
             # captured constants (initializers, and Constant nodes' outputs) are the body's
             # own: its plans fold what depends on them and never copy them in per call
-            known = {c: self.constants[ids[c]] if ids[c] in self.constants else made_constants[ids[c]]
-                     for c in caps if ids[c] in self.constants or ids[c] in made_constants}
+            known = {c: v for c in caps
+                     if (v := self.constants.get(ids[c], made_constants.get(ids[c]))) is not None}
 
             def compile_body(body: IrGraph):
                 if body_factory is None:
@@ -143,8 +143,8 @@ class CompiledGraph:
             info = NodeInfo(n.name, n.op_type, n.domain, opset, n.attrs, len(n.inputs), len(outs),
                             body_compiler(caps), g)
             kernel = _make_kernel(opdef, info)
-            if n.op_type == "Constant" and not n.domain and outs[0] >= 0:
-                made_constants[outs[0]] = kernel.value
+            if kernel.fixed_output is not None and outs[0] >= 0:
+                made_constants[outs[0]] = kernel.fixed_output
             self.nodes.append(CompiledNode(info, kernel, ins, outs))
 
         if self.exact:

@@ -63,7 +63,7 @@ def read_model(src, cancel: CancelToken | None = None,
     if "" not in opsets and proto.ir_version < 3:
         opsets[""] = 1
     importer = _Importer(base_dir, cancel, opsets)
-    graph = importer.graph(proto.graph, supplied or {})
+    graph = importer.graph(proto.graph, supplied)
     version = int(proto.model_version) if proto.HasField("model_version") else None
     info = ModelInfo(proto.producer_name, proto.producer_version, proto.domain, proto.doc_string,
                      version, proto.graph.name, proto.graph.doc_string,

@@ -163,9 +163,10 @@ class Session:
                                    f"the model has no input {name!r}; its inputs are "
                                    f"{[i.name for i in graph.inputs]}")
             arrays[k] = _check_input(graph.inputs[k], value)
-        for k, a in enumerate(arrays):
-            if a is None and graph.inputs[k].name in graph.defaults:
-                arrays[k] = graph.defaults[graph.inputs[k].name]
+        if graph.defaults:          # overridable initializers not fed this run
+            for k, a in enumerate(arrays):
+                if a is None and graph.inputs[k].name in graph.defaults:
+                    arrays[k] = graph.defaults[graph.inputs[k].name]
         missing = [graph.inputs[k].name for k, a in enumerate(arrays) if a is None]
         if missing:
             raise SessionError(ErrorKind.INVALID_INPUT, f"no value was fed for input(s) {missing}")

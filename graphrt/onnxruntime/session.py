@@ -96,16 +96,15 @@ class InferenceSession:
             path = os.fspath(path_or_bytes)
             if not os.path.isfile(path):
                 raise NoSuchFile(f"Load model from {path} failed: File doesn't exist")
-            self._model_path, self._model_bytes = path, None
+            self._source = path
         elif isinstance(path_or_bytes, (bytes, bytearray, memoryview)) or \
                 hasattr(path_or_bytes, "SerializeToString") or hasattr(path_or_bytes, "read"):
-            self._model_path, self._model_bytes = None, path_or_bytes   # graphrt also takes these
+            self._source = path_or_bytes    # (a ModelProto or a file object: graphrt takes these too)
         else:
             raise TypeError(f"Unable to load from type '{type(path_or_bytes)}'")
         self._sess_options = sess_options if sess_options is not None else SessionOptions()
         self._provider_options = resolve(providers, provider_options)
         options = self._sess_options.graphrt_options()
-        self._source = self._model_path if self._model_path is not None else path_or_bytes
         self._initializers = dict(self._sess_options._initializers)
         with as_onnxruntime(loading=True):
             self._sess = Session(self._source, options, self._sess_options._load_cancel,

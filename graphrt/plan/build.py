@@ -136,15 +136,14 @@ def plan_node(node: CompiledNode, ins: list, exact: bool) -> tuple[list, Step | 
     The one place where constant evaluation happens, for plans and for the fold pass."""
     kernel = node.kernel
     n_out = len(node.outputs)
-    fixed = frozenset(i for i, f in enumerate(ins) if f is not None and f.kind == CONST)
     if kernel.outputs_data_dependent or any(f is not None and f.kind == DYNAMIC for f in ins):
-        return [Fact(DYNAMIC)] * n_out, Step(node, dynamic=True, fixed=fixed)
+        return _dynamic(node, ins)
     ctx = InferContext(node.info, exact, [f.dtype if f else None for f in ins],
                        [f.shape if f else None for f in ins],
                        [f.value if f else None for f in ins], n_out)
     infer_kernel(node, ctx)
     if ctx.needs_values:
-        return [Fact(DYNAMIC)] * n_out, Step(node, dynamic=True, fixed=fixed)
+        return _dynamic(node, ins)
     _check_stated(node, ctx)
     if any(c is not None for c in ctx.constants):
         if not all(c is not None for c, o in zip(ctx.constants, node.outputs) if o >= 0):
@@ -172,6 +171,12 @@ def plan_node(node: CompiledNode, ins: list, exact: bool) -> tuple[list, Step | 
                 for o, arr in zip(node.outputs, _fold(node, ins, outs, ctx.prepared, exact))], None
     return [f if o >= 0 else None for o, f in zip(node.outputs, outs)], \
         Step(node, dynamic=False, prepared=ctx.prepared)
+
+
+def _dynamic(node: CompiledNode, ins: list) -> tuple[list, Step]:
+    """Facts and step of a node whose outputs are known only when it runs."""
+    fixed = frozenset(i for i, f in enumerate(ins) if f is not None and f.kind == CONST)
+    return [Fact(DYNAMIC)] * len(node.outputs), Step(node, dynamic=True, fixed=fixed)
 
 
 def evaluate_constant_node(node: CompiledNode, values: list, exact: bool) -> list | None:

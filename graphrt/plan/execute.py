@@ -112,8 +112,8 @@ def _infer_dynamic(st, ins: list, exact: bool) -> InferContext:
     if memo is not None and memo[0] == sig and all(ins[i] is v for i, v in memo[1]):
         return memo[2]
     reads = _Reads(ins)
-    ictx = InferContext(node.info, exact, [a.dtype if a is not None else None for a in ins],
-                        [a.shape if a is not None else None for a in ins], reads, len(node.outputs))
+    ictx = InferContext(node.info, exact, [s[0] if s else None for s in sig],
+                        [s[1] if s else None for s in sig], reads, len(node.outputs))
     infer_kernel(node, ictx)
     read = [i for i in reads.read if ins[i] is not None]
     if all(i in st.fixed for i in read):

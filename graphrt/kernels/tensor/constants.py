@@ -38,6 +38,7 @@ class Constant(OpKernel):
             node.fail("exactly one value attribute is required, got "
                       + (", ".join(given) if given else "none"))
         self.value = np.array(_FORMS[given[0]](node.attrs[given[0]]), copy=True, order="C")
+        self.fixed_output = self.value
 
     def infer(self, ctx: InferContext) -> None:
         ctx.set_constant_output(0, self.value)

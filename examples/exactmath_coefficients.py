@@ -1,5 +1,9 @@
-"""Fits the polynomial coefficients of erf and erfc in graphrt/kernels/exactmath.py with mpmath
-and prints them as Python literals (run once when changing a fit; needs mpmath)."""
+"""Fits the polynomial coefficients of graphrt/kernels/math/exactmath.py with mpmath and prints
+them as Python literals (run once when changing a fit; needs mpmath): erf and erfc (arrays
+with the constant term as a pair hi, lo), and sin, cos, sinh and atan (arrays of (hi, lo)
+pairs, one per coefficient). Each is mpmath.chebyfit's near-minimax polynomial, fitted at
+60 digits to a function that is smooth on the interval (the series of the function divided
+by its first terms)."""
 import mpmath as mp
 
 mp.mp.dps = 60
@@ -26,7 +30,39 @@ FITS = [  # name, function, interval, terms, centre (the polynomial's variable i
 ]
 
 
+def _ratio(f, first, label):
+    """(f(r)/r - 1)/z or (f(r) - 1)/z as a function of z = r*r, with its limit at z = 0."""
+    def g(z):
+        if z == 0:
+            return mp.mpf(first)
+        r = mp.sqrt(z)
+        v = f(r) / r if f is not mp.cos else f(r)
+        return (v - 1) / z
+    g.__name__ = label
+    return g
+
+
+PIO4_SQ = (mp.pi / 4 + mp.mpf("1e-4")) ** 2        # |r| <= pi/4, and a little for rounding
+FITS_DD = [  # name, function of z, interval of z, terms
+    ("_SIN_P", _ratio(mp.sin, mp.mpf(-1) / 6, "(sin(r)/r - 1)/z"), (0, mp.mpf("0.6171")), 8),
+    ("_COS_P", _ratio(mp.cos, mp.mpf(-1) / 2, "(cos(r) - 1)/z"), (0, mp.mpf("0.6171")), 8),
+    ("_SINH_P", _ratio(mp.sinh, mp.mpf(1) / 6, "(sinh(r)/r - 1)/z"), (0, 1), 8),
+    ("_ATAN_P", _ratio(mp.atan, mp.mpf(-1) / 3, "(atan(r)/r - 1)/z"),
+     (0, mp.mpf(1) / 1024 + mp.mpf("1e-7")), 5),
+]
+
+
 def main():
+    assert PIO4_SQ < mp.mpf("0.6171")
+    for name, fn, (a, b), terms in FITS_DD:
+        coeffs, err = mp.chebyfit(fn, [a, b], terms, error=True)
+        print(f"# {fn.__name__} on [{mp.nstr(a, 6)}, {mp.nstr(b, 8)}], {terms} terms, "
+              f"max error {mp.nstr(err, 3)}")
+        print(f"{name} = np.array([")
+        for c in coeffs:
+            hi = float(c)
+            print(f"    ({hi!r}, {float(c - hi)!r}),")
+        print("])")
     for name, fn, (a, b), terms, centre in FITS:
         coeffs, err = mp.chebyfit(lambda v: fn(v + centre), [a - centre, b - centre], terms,
                                   error=True)

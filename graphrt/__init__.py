@@ -3,6 +3,7 @@ from .threads import pin_layer as _pin_layer
 
 _pin_layer()
 
+from .compare import compare  # noqa: E402
 from .custom import OpDef, OpKernel, custom_operators  # noqa: E402
 from .errors import ErrorKind, SessionError  # noqa: E402
 from .ir import TensorInfo  # noqa: E402
@@ -14,5 +15,5 @@ from .session import Session  # noqa: E402
 
 __all__ = ["load", "Model", "Session", "SessionOptions", "SessionError", "ErrorKind", "TensorInfo",
            "CancelToken", "Mode", "OptimizationLevel", "WeightStorage", "Profile",
-           "score", "custom_operators", "OpDef", "OpKernel"]
+           "score", "compare", "custom_operators", "OpDef", "OpKernel"]
 __version__ = "0.1.0"

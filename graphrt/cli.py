@@ -4,8 +4,10 @@
     graphrt info model.onnx
     graphrt bench model.onnx --dim batch=8 --runs 100
     graphrt score model.onnx rows.parquet --batch-size 4096 --output scores.parquet
+    graphrt compare model.onnx --input x.npz --against onnxruntime
 
-Errors are printed as one line (the SessionError message) with exit status 2.
+Errors are printed as one line (the SessionError message) with exit status 2; ``compare``
+exits with 1 when the results differ beyond tolerance.
 """
 from __future__ import annotations
 
@@ -19,7 +21,8 @@ from collections import Counter
 import numpy as np
 
 from . import dtypes as _dt
-from .errors import ErrorKind, SessionError
+from .compare import PEERS, compare, describe, random_feeds
+from .errors import SessionError
 from .importer import read_model
 from .kernels.table import DEFAULT
 from .options import SessionOptions
@@ -86,6 +89,23 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--value", action="append", default=None, metavar="NAME",
                    help="a value to score instead of the graph outputs (repeatable)")
     c.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    c = command("compare", _compare, "Compare graphrt's results with onnxruntime's or onnx's reference "
+                "evaluator's; where they differ, name the first node whose output differs.")
+    c.add_argument("--input", "-i", help=".npy, .npz or .parquet inputs (default: random ones)")
+    c.add_argument("--against", choices=PEERS, default="onnxruntime",
+                   help="the other runtime: onnxruntime (default) or reference (onnx.reference)")
+    c.add_argument("--rtol", type=float, default=None,
+                   help="relative tolerance (default by element type: float32 1e-4, float64 1e-9, "
+                        "float16 1e-2)")
+    c.add_argument("--atol", type=float, default=None,
+                   help="absolute tolerance (default by element type: float32 1e-5, float64 1e-12, "
+                        "float16 1e-3)")
+    c.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
+                   help="random inputs: the extent of a symbolic dimension (repeatable; unset ones are 1)")
+    c.add_argument("--seed", type=int, default=0, help="random inputs' seed")
+    c.add_argument("--no-walk", action="store_true",
+                   help="compare the outputs only, not the intermediate values")
     return p
 
 
@@ -107,6 +127,14 @@ def _score(args) -> None:
     out = score(sess, load_data(args.data), args.batch_size, progress=not args.no_progress,
                 output_names=names)
     _emit(out if isinstance(out, dict) else {names[0]: out}, args.output)
+
+
+def _compare(args) -> int:
+    result = compare(args.model, args.input, against=args.against, mode=args.mode,
+                     rtol=args.rtol, atol=args.atol, dims=_parse_dims(args.dim), seed=args.seed,
+                     threads=args.threads, optimization_level=args.opt, walk=not args.no_walk)
+    print(result.report())
+    return 0 if result.agree else 1
 
 
 def _emit(outputs: dict, path) -> None:
@@ -131,10 +159,10 @@ def _info(args) -> None:
     print("inputs:")
     for info in g.inputs:
         if info.name not in g.initializers:
-            print(f"  {info.name}: {_describe(info)}")
+            print(f"  {info.name}: {describe(info)}")
     print("outputs:")
     for info in g.outputs:
-        print(f"  {info.name}: {_describe(info)}")
+        print(f"  {info.name}: {describe(info)}")
     weights = sum(a.nbytes for a in g.initializers.values())
     print(f"weights: {len(g.initializers)} initializers, {weights / 1024:.1f} KiB")
     counts = Counter()
@@ -165,14 +193,6 @@ def _count_ops(g, counts: Counter) -> None:
             for body in value if isinstance(value, list) else [value]:
                 if hasattr(body, "nodes") and hasattr(body, "initializers"):
                     _count_ops(body, counts)
-
-
-def _describe(info) -> str:
-    kind = "" if info.kind == "tensor" else f"{info.kind} of "
-    elem = _dt.name_of(info.dtype) if info.dtype is not None else f"element type {info.elem_code}"
-    dims = "unknown rank" if info.dims is None else \
-        "[" + ", ".join("?" if d is None else str(d) for d in info.dims) + "]"
-    return f"{kind}{elem} {dims}"
 
 
 def _bench(args) -> None:
@@ -239,29 +259,6 @@ def _parse_dims(items) -> dict[str, int]:
             raise ValueError(f"--dim takes NAME=VALUE with a non-negative integer value, got {item!r}")
         dims[name.strip()] = int(value)
     return dims
-
-
-def random_feeds(session: Session, dims: dict, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random inputs of the declared types; symbolic dims from ``dims`` (others 1)."""
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for info in session.inputs:
-        if info.kind != "tensor" or info.dims is None:
-            raise SessionError(ErrorKind.UNSUPPORTED,
-                               f"input {info.name!r} ({_describe(info)}) has no shape to make random data for")
-        shape = tuple(d if isinstance(d, int) else dims.get(d, 1) for d in info.dims)
-        dt = info.dtype
-        if dt.kind == "f":
-            arr = rng.standard_normal(shape).astype(dt)
-        elif dt.kind == "b":
-            arr = rng.random(shape) < 0.5
-        elif dt.kind in "iu":
-            arr = rng.integers(0, 10, shape).astype(dt)
-        else:
-            raise SessionError(ErrorKind.UNSUPPORTED,
-                               f"input {info.name!r}: no random data for element type {_dt.name_of(dt)}")
-        feeds[info.name] = arr
-    return feeds
 
 
 def _shape(a) -> str:

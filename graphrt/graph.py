@@ -102,6 +102,10 @@ class CompiledGraph:
                 raise SessionError(ErrorKind.INVALID_MODEL, f"output {info.name!r} is never computed")
             self.outputs.append(info)
             self.output_ids.append(ids[info.name])
+        # the model's own statements of value types (value_info and the outputs): checked
+        # against the shapes a plan computes, and only logged where they disagree
+        self.declared = {ids[i.name]: i for i in list(g.value_info.values()) + self.outputs
+                         if i.name in ids and i.kind == "tensor"}
 
         live = _live_nodes(wired, set(self.output_ids))
         missing: dict[str, list[str]] = {}

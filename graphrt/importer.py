@@ -56,6 +56,9 @@ def read_model(src, cancel: CancelToken | None = None,
         raise SessionError(ErrorKind.INVALID_MODEL, f"{UNREADABLE}: {e}") from None
     if not proto.HasField("graph"):
         raise SessionError(ErrorKind.INVALID_MODEL, "the model has no graph")
+    _check_text(proto)
+    if proto.functions:
+        proto = _inline_functions(proto)
     opsets = {}
     for imp in proto.opset_import:
         domain = "" if imp.domain in ("", "ai.onnx") else imp.domain
@@ -70,6 +73,48 @@ def read_model(src, cancel: CancelToken | None = None,
                      {p.key: p.value for p in proto.metadata_props})
     model = IrModel(graph, opsets, int(proto.ir_version), proto.producer_name, info)
     return model, proto.SerializeToString()
+
+
+def _check_text(proto: onnx.ModelProto) -> None:
+    """Names, operator types and domains must be UTF-8 text; protobuf hands an invalid one
+    over as bytes, which would fail far from here."""
+    def bad(v, what):
+        if isinstance(v, bytes):
+            raise SessionError(ErrorKind.INVALID_MODEL, f"{what} {v!r} is not UTF-8 text")
+
+    def graph(g):
+        for v in list(g.input) + list(g.output) + list(g.value_info):
+            bad(v.name, "the value name")
+        for t in g.initializer:
+            bad(t.name, "the initializer name")
+        for n in g.node:
+            for v, what in ((n.name, "the node name"), (n.op_type, "the operator type"),
+                            (n.domain, "the domain")):
+                bad(v, what)
+            for v in list(n.input) + list(n.output):
+                bad(v, f"a value name of node {n.name!r}")
+            for a in n.attribute:
+                bad(a.name, f"an attribute name of node {n.name!r}")
+                if a.HasField("g"):
+                    graph(a.g)
+                for sub in a.graphs:
+                    graph(sub)
+
+    for imp in proto.opset_import:
+        bad(imp.domain, "the opset domain")
+    graph(proto.graph)
+
+
+def _inline_functions(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with its local functions (ModelProto.functions, which onnxscript and
+    torch's exporter write) expanded in place of the nodes that call them, each body with
+    its function's own opset imports (onnx's inliner)."""
+    from onnx import inliner
+    try:
+        return inliner.inline_local_functions(proto)
+    except Exception as e:  # noqa: BLE001 - onnx's inliner raises plain errors
+        raise SessionError(ErrorKind.INVALID_MODEL,
+                           f"the model's local functions cannot be expanded: {e}") from None
 
 
 class _Importer:

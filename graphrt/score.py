@@ -207,7 +207,7 @@ def _coerce(info, name: str, value) -> np.ndarray:
                                f"input {name!r} takes {info.dtype}; the data is {arr.dtype}, "
                                "which does not cast safely")
         arr = arr.astype(info.dtype)
-    return np.ascontiguousarray(arr)
+    return arr if arr.flags.c_contiguous else arr.copy(order="C")  # (ascontiguousarray makes 0-d 1-d)
 
 
 def _check_rows(name: str, got, rows: int) -> None:

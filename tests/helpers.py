@@ -131,6 +131,58 @@ def close(got, want, rtol=1e-5, atol=1e-6):
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol, atol)
 
 
+def tree_sum(v):
+    """Sums over the last axis of ``v`` in graphrt's blocked pairwise order
+    (graphrt/kernels/core/summation.py), written again with numpy's element-type arithmetic:
+    blocks of 64, eight lanes in a block, block sums combined as a binary counter."""
+    dt = v.dtype.type
+    n = v.shape[-1]
+    parts = []
+    for k in range(0, n, 64):
+        b = v[..., k:k + 64]
+        m = b.shape[-1]
+        if m < 8:
+            s = b[..., 0].copy()
+            for i in range(1, m):
+                s = (s + b[..., i]).astype(dt)
+        else:
+            lanes = [b[..., lane].copy() for lane in range(8)]
+            for i in range(8, m):
+                lanes[i % 8] = (lanes[i % 8] + b[..., i]).astype(dt)
+            s = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + \
+                ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]))
+        parts.append(s)
+    return counter_sum(parts)
+
+
+def counter_sum(parts):
+    """Partial sums combined like a binary counter, the rest added newest first."""
+    stack = []
+    for b, s in enumerate(parts, 1):
+        stack.append(s)
+        while b % 2 == 0:
+            newest = stack.pop()
+            stack[-1] = stack[-1] + newest
+            b //= 2
+    total = stack[-1]
+    for s in reversed(stack[:-1]):
+        total = s + total
+    return total
+
+
+def pairwise_sum(x, axes):
+    """ReduceSum's float sum over ``axes`` (keepdims 0) in graphrt's documented order: one
+    run per line of the innermost reduced extent after contiguous axes merge, each run by
+    tree_sum, the run sums by counter_sum."""
+    from graphrt.kernels.reduce.reduce import split_axes
+    _, _, rshape, _ = split_axes(x.shape, set(axes))
+    kept = [d for d in range(x.ndim) if d not in axes]
+    y = np.transpose(x, kept + sorted(axes)).reshape(*(x.shape[d] for d in kept), -1,
+                                                     int(rshape[-1]))
+    runs = tree_sum(y)
+    return counter_sum([runs[..., r] for r in range(runs.shape[-1])])
+
+
 def bits(a):
     """The bit patterns of ``a``: unsigned integers of its element width."""
     a = np.ascontiguousarray(a)

@@ -1,5 +1,6 @@
 """Every SessionError kind, produced by a bad model or a bad input, naming where it is."""
 import numpy as np
+import onnx
 import pytest
 from onnx import TensorProto, helper
 
@@ -48,11 +49,13 @@ def test_old_opset_is_named():
 
 def test_exact_mode_names_every_operator_without_exact_kernel():
     n = helper.make_node
-    model = make([n("Sin", ["x"], ["s"], name="sine"), n("Relu", ["s"], ["r"]), n("Cos", ["r"], ["y"])],
+    model = make([n("RandomUniformLike", ["x"], ["s"], name="noise"), n("Relu", ["s"], ["r"]),
+                  n("Bernoulli", ["r"], ["y"])],
                  [tensor("x", F, [2])], [tensor("y", F, [2])])
     e = err(graphrt.Session, model, graphrt.SessionOptions(mode="exact"))
     assert e.kind is ErrorKind.EXACT_MODE_UNAVAILABLE
-    assert e.operators == ("Cos", "Sin") and "Sin" in str(e) and e.node == "sine"
+    assert e.operators == ("Bernoulli", "RandomUniformLike") and "RandomUniformLike" in str(e)
+    assert e.node == "noise"
 
 
 @pytest.mark.parametrize("case", ["undefined", "twice", "garbage", "no-output", "bad-axis", "external"])
@@ -168,3 +171,56 @@ def test_cancelled_at_import_and_in_run_leaves_session_usable():
 def test_weight_storage_not_implemented_is_unsupported():
     e = err(graphrt.Session, models.mlp(), graphrt.SessionOptions(weight_storage="binary16"))
     assert e.kind is ErrorKind.UNSUPPORTED
+
+
+def test_contradicting_value_info_is_ignored_with_a_debug_record(caplog):
+    """value_info and output shapes that the real shapes contradict (a stale rank, a fixed
+    extent that is dynamic, another element type) do not stop the model."""
+    nodes = [helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Neg", ["h"], ["y"])]
+    model = make(nodes, [helper.make_tensor_value_info("x", F, ["n", 3])],
+                 [helper.make_tensor_value_info("y", F, [7, 7, 7])])
+    model.graph.value_info.append(helper.make_tensor_value_info("h", TensorProto.INT64, [1]))
+    sess = graphrt.Session(model.SerializeToString())
+    x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    with caplog.at_level("DEBUG", logger="graphrt.plan"):
+        (y,) = sess.run(None, {"x": x})
+    np.testing.assert_array_equal(y, -np.maximum(x, 0))
+    said = " ".join(r.getMessage() for r in caplog.records)
+    assert "'h'" in said and "'y'" in said and "declaration ignored" in said
+
+
+def test_protobuf_nesting_deeper_than_the_parser_allows_is_an_invalid_model():
+    """If bodies nested 120 deep: protobuf's parser refuses the bytes (its recursion limit);
+    graphrt reports an InvalidModel, never the raw DecodeError."""
+    leaf = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "leaf", [],
+                             [helper.make_tensor_value_info("y", F, None)])
+    model = helper.make_model(helper.make_graph(
+        [], "main", [helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+                     helper.make_tensor_value_info("x", F, [1])],
+        [helper.make_tensor_value_info("y", F, None)]), opset_imports=[helper.make_opsetid("", 17)])
+    graph = model.graph
+    for depth in range(120):        # built in place: copying a deep message parses it again
+        node = graph.node.add(op_type="If", input=["c"], output=["y"])
+        node.attribute.add(name="else_branch", type=onnx.AttributeProto.GRAPH).g.CopyFrom(leaf)
+        graph = node.attribute.add(name="then_branch", type=onnx.AttributeProto.GRAPH).g
+        graph.name = f"g{depth}"
+        graph.output.add(name="y")
+    graph.node.add(op_type="Identity", input=["x"], output=["y"])
+    raw = model.SerializeToString()
+    with pytest.raises(SessionError) as info:
+        graphrt.Session(raw)
+    assert info.value.kind == ErrorKind.INVALID_MODEL
+    assert "not a readable ONNX model" in str(info.value)
+
+
+def test_names_that_are_not_utf8_text_are_an_invalid_model():
+    """Found by the zoo fuzzer: a flipped byte in a node's domain made protobuf hand over
+    bytes where text belongs."""
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="relu_node")]
+    raw = make(nodes, [helper.make_tensor_value_info("x", F, [2])],
+               [helper.make_tensor_value_info("y", F, [2])]).SerializeToString()
+    for good, broken in ((b"relu_node", b"relu_nod\xe0"), (b"Relu", b"Rel\xff")):
+        with pytest.raises(SessionError) as info:
+            graphrt.Session(raw.replace(good, broken))
+        assert info.value.kind == ErrorKind.INVALID_MODEL
+        assert "not UTF-8 text" in str(info.value)

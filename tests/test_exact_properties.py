@@ -100,6 +100,7 @@ OPS = {
     "LogSoftmax": Op("LogSoftmax", "rows", {"axis": -1}),
     "ReduceLogSum": Op("ReduceLogSum", "rows", {"axes": [-1]}, opset=13),
     "ReduceLogSumExp": Op("ReduceLogSumExp", "rows", {"axes": [-1]}, opset=13),
+    "Sin": Op("Sin", "unary"),
     # exact by construction (IEEE operations, fixed orders)
     "Add": Op("Add", "binary"), "Mul": Op("Mul", "binary"), "Relu": Op("Relu", "unary"),
     "Sqrt": Op("Sqrt", "unary"),

@@ -23,6 +23,7 @@ from .elementwise.unary_math import (Abs, Acos, Acosh, Asin, Asinh, Atan, Atanh,
                                      Round, Sign, Sin, Sinh, Sqrt, Tan, Tanh)
 from .elementwise.variadic import Max, Mean, Min, Sum
 from .gemm.matmul import Gemm, MatMul
+from .image.decoder import ImageDecoder
 from .linalg.det import Det
 from .linalg.einsum import Einsum
 from .ml.encoders import CategoryMapper, LabelEncoder, OneHotEncoder
@@ -288,6 +289,7 @@ ALL: tuple[OpDef, ...] = (
     OpDef("", "StringNormalizer", 10, None, StringNormalizer),
     OpDef("", "RegexFullMatch", 20, None, RegexFullMatch),
     OpDef("", "TfIdfVectorizer", 9, None, TfIdfVectorizer),
+    OpDef("", "ImageDecoder", 20, None, ImageDecoder),
     # the ai.onnx.ml domain (ml)
     OpDef("ai.onnx.ml", "LabelEncoder", 1, None, LabelEncoder),
     OpDef("ai.onnx.ml", "TreeEnsemble", 5, None, TreeEnsemble),

@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import logging
 import math
 import os
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ from ..errors import ErrorKind, SessionError
 from ..kernels.core.base import InferContext, RunContext
 from .arena import Arena
 from .memory import MAX_SLAB, plan_slab
+
+_log = logging.getLogger("graphrt.plan")
 
 if TYPE_CHECKING:      # the compiled graph is the layer above: types only
     from ..graph import CompiledGraph, CompiledNode
@@ -106,6 +109,7 @@ def build_plan(graph: CompiledGraph, signature: tuple, early_free: str | None = 
         if step is not None:
             steps.append(step)
 
+    _note_contradictions(graph, facts)
     layout = _layout(graph, facts, steps, early_free, keep)
     if layout.size > MAX_SLAB:
         raise SessionError(ErrorKind.UNSUPPORTED,
@@ -113,6 +117,26 @@ def build_plan(graph: CompiledGraph, signature: tuple, early_free: str | None = 
                            f"slab of {layout.size} bytes, more than the 2 GiB limit")
     return ExecutionPlan(graph, signature, facts, steps, layout.offsets, layout.size,
                          layout.freed_after, layout.in_place)
+
+
+def _note_contradictions(graph: CompiledGraph, facts: list) -> None:
+    """Exporters write value_info (and output shapes) that the real shapes contradict: a
+    stale rank, a fixed extent that is really dynamic, another element type. The computed
+    facts win; each disagreement is a debug record, never a refusal."""
+    if not _log.isEnabledFor(logging.DEBUG):
+        return
+    for vid, info in graph.declared.items():
+        f = facts[vid]
+        if f is None or f.kind == DYNAMIC or f.shape is None:
+            continue
+        dims = info.dims
+        wrong_type = info.dtype is not None and np.dtype(info.dtype) != f.dtype
+        wrong_shape = dims is not None and (len(dims) != len(f.shape) or any(
+            isinstance(d, int) and d != n for d, n in zip(dims, f.shape)))
+        if wrong_type or wrong_shape:
+            _log.debug("the model declares %r as %s %s; it is %s %s here (declaration ignored)",
+                       graph.value_names[vid], info.dtype, None if dims is None else list(dims),
+                       f.dtype, list(f.shape))
 
 
 def _check_stated(node: CompiledNode, ctx: InferContext) -> None:

@@ -145,7 +145,7 @@ def _celu_exact(x, alpha, _):
 
 
 @scalar_op
-def _swish_exact(x, alpha, _):
+def swish_exact(x, alpha, _):
     return _own_swish(x, alpha)
 
 
@@ -262,7 +262,7 @@ class Celu(_OwnInExact):
 
 
 class Swish(_OwnInExact):
-    VARIANTS = _own_in_exact(swish_scalar, _swish_exact, "swish", param=True)
+    VARIANTS = _own_in_exact(swish_scalar, swish_exact, "swish", param=True)
     DEFAULTS = (("alpha", 1.0),)
 
 

@@ -1,8 +1,9 @@
 """SwiGLU (opset 28): y = Swish_alpha(a) * b = a * sigmoid(alpha * a) * b, element-wise.
 
 A and B must have the same shape (no broadcasting). alpha is rounded to the compute type
-first; float16 and bfloat16 are computed in float32 and rounded once. The sigmoid is
-activations.Swish's (libm exp): not an exact-mode kernel.
+first; float16 and bfloat16 are computed in float32 and rounded once. Swish_alpha(a) is
+activations.Swish's: libm's exp in fast mode, graphrt's own swish (exactmath, one rounding)
+in exact mode, then one rounded product with b.
 """
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import BLOCK, PARALLEL_MIN, put
 from ..core.floats import FLOATS, compute_dtype, narrow, result_buffer, widen
 from ..core.jit import Variants
-from .activations import swish_scalar
+from ..math.exactmath import FastExact
+from .activations import swish_exact, swish_scalar
 
 EXACT = False
 OP = None
@@ -27,11 +29,12 @@ def _gated(a, b, out, alpha, block, tasks):
             put(out, j, OP(a[j], alpha, alpha) * b[j], EXACT)
 
 
-_SWIGLU = Variants(_gated, "swiglu", parallel=True, OP=swish_scalar)
+_SWIGLU = FastExact(Variants(_gated, "swiglu", parallel=True, OP=swish_scalar),
+                    Variants(_gated, "swiglu_exact", parallel=True, OP=swish_exact))
 
 
 class SwiGLU(OpKernel):
-    supports_exact = False
+    supports_exact = True
     in_place_input = True
 
     def __init__(self, node):

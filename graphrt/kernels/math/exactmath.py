@@ -8,19 +8,24 @@ machine, math library and instruction set (tests/ops/math/test_exactmath.py runs
 generic x86-64 target too).
 
 The public functions (exp, expm1, log, log1p, tanh, sigmoid, erf, erfc, softplus, mish, gelu,
-gelu_tanh, swish, pow) take float32 or float64 scalars and return the argument's type. A
-float32 argument is computed in float64 and rounded once at the end, so float32 results are
-the correctly rounded value except when the exact value lies within about 2**-28 ulp of a
-rounding boundary (none seen in 20,000 samples per function: max error 0.5 ulp). Float64
-max errors measured against mpmath over 20,000 random and edge values per function: at most
-0.505 ulp for exp, log, log1p, sigmoid, softplus, mish, gelu_tanh, swish and pow; expm1 0.54,
-tanh 0.60, erfc 0.79, gelu 0.82, erf 0.84 (docs/exact-mode.md has the table,
-tests/ops/math/test_exactmath.py the bounds). Subnormal results may be off by one subnormal ulp (their
-last scaling rounds a second time).
+gelu_tanh, swish, pow, sin, cos, tan, asin, acos, atan, sinh, cosh, asinh, acosh, atanh) take
+float32 or float64 scalars and return the argument's type; cos_sin_turn(j, n) gives cos and
+sin of 2 pi j / n for integers (DFT twiddles, windows). A float32 argument is computed in
+float64 and rounded once at the end, so float32 results are the correctly rounded value
+except when the exact value lies within about 2**-28 ulp of a rounding boundary (none seen
+in 20,000 samples per function: max error 0.5 ulp). Float64 max errors measured against
+mpmath over 20,000 random and edge values per function: at most 0.505 ulp for exp, log,
+log1p, sigmoid, softplus, mish, gelu_tanh, swish, pow and the trigonometric and hyperbolic
+functions and their inverses (sin ... atanh); expm1 0.54, tanh 0.60, erfc 0.79, gelu 0.82,
+erf 0.84 (docs/exact-mode.md has the table, tests/ops/math/test_exactmath.py the bounds).
+Subnormal results may be off by one subnormal ulp (their last scaling rounds a second time).
 
 Special values follow C99 Annex F (NaN in, NaN out; log(0) = -inf; log(x < 0) = NaN; exp(-inf)
-= 0; pow's table of ±0, ±1 and ±inf cases); where a formula would give inf * 0 the limit is
-returned instead: gelu, gelu_tanh, mish and swish of -inf are -0.
+= 0; pow's table of ±0, ±1 and ±inf cases; sin, tan, asin, atan, sinh, asinh, atanh keep the
+sign of zero; sin, cos, tan of ±inf, asin and acos outside [-1, 1], acosh below 1 and atanh
+outside [-1, 1] are NaN; atanh(±1) = ±inf; atan(±inf) = ±pi/2; sinh and cosh overflow to inf);
+where a formula would give inf * 0 the limit is returned instead: gelu, gelu_tanh, mish and
+swish of -inf are -0.
 
 Methods (all double arithmetic; "dd" = an unevaluated sum hi + lo of two doubles, made with
 Knuth's two-sum and Dekker's two-product, the latter with Veltkamp splitting since there is no
@@ -43,9 +48,35 @@ FMA):
   max(x, 0) + log1p(exp(-|x|)); swish(x, a) = x sigmoid(a x) with a x in dd.
 - pow(x, y) = exp(y log|x|) with log|x| in dd and y log|x| by two-product; integer results
   that are representable come out exactly (2**10, 3**3, x**2 for float32 x).
+- sin, cos, tan: x = n pi/2 + r, |r| <= pi/4, r as a dd. Below 1e6, Cody-Waite with pi/2
+  in four parts (three of 33 bits, so that k p_i is exact for |k| < 2**20), the partial
+  differences summed by two-sum; above, Payne-Hanek: the 53-bit significand times 240 bits of
+  2/pi taken at the argument's exponent (the bits of 2/pi are 24-bit integers computed at
+  import), in 24-bit integer limbs, the integer part giving n mod 4 and the fraction's top
+  168 bits r/(pi/2) (every double but 0 lies at least 2**-62 pi/2 from a multiple of pi/2,
+  so 106 bits or more survive), times pi/2 in dd. Then sin r = r + r z P(z) and cos r = 1 + z Q(z), z = r*r,
+  with fitted P and Q (mpmath.chebyfit, error below 1e-22) whose last three Horner steps and
+  the products with z and r run in dd; tan = sin r / cos r (or -cos r / sin r for odd n) as one
+  dd division. cos_sin_turn(j, n): j mod n and the nearest quarter turn taken off in
+  integers, r = (pi/2) (4m - q n)/n in dd, then the same kernels.
+- atan: 1/x for |x| > 1 (atan x = pi/2 - atan(1/x), in dd); then atan(q) = atan(c) + atan(t),
+  c = j/16 the nearest, atan(c) from a dd table (Euler's series in integers), t = (q - c)/(1 +
+  q c) in dd, |t| <= 1/32, atan t = t + t z P(z) with a fitted P in double.
+  asin x = atan(x / sqrt(1 - x*x)) and acos x = atan(sqrt(1 - x*x) / x) (pi - that for x < 0),
+  1 - x*x = (1 - x)(1 + x) and its square root in dd, the quotient taken so that it is at
+  most 1 (atan2 of two dd values).
+- sinh: |x| < 1: x + x z P(z) (fitted, dd in the last steps); below 36: (E - 1/E)/2 with E =
+  exp|x| in dd and 1/E by a dd division; above: exp's parts scaled by 2**(k - 1). cosh: (E +
+  1/E)/2 likewise, E/2 above 36.
+- asinh x = log1p(a + a*a/(1 + sqrt(1 + a*a))), a = |x|, everything in dd and log1p's
+  argument 1 + u carried as a dd into log's core; log a + log 2 above 2**28. acosh x =
+  log1p(t + sqrt(2t + t*t)) with t = x - 1 (exact) below 2, log(x + sqrt(x*x - 1)) up to 2**28,
+  log x + log 2 above. atanh x = log1p(2a/(1 - a))/2 with the quotient in dd.
 
 The tables are computed when the module is imported, in exact integer arithmetic (no floats,
-no libm), and rounded to doubles by Python's correctly rounded int-to-float division.
+no libm), and rounded to doubles by Python's correctly rounded int-to-float division: pi by
+Machin's formula and atan(j/16) by Euler's series for atan (both in 1,300-bit fixed point),
+the 1,248 bits of 2/pi by an integer division, pi/2 cut into its Cody-Waite parts.
 """
 from __future__ import annotations
 
@@ -177,6 +208,108 @@ _ERFC_4_UP = np.array([
     -595.3978286782768, 91.63386310712049, -16.66119883606932,
     3.7024939918540407, -1.0578554685489245, 0.4231421876593345,
     -0.2820947917738762, 0.5641895835477563, 6.649999587775007e-18,
+])
+
+
+
+# ----------------------------------------------------------------------------- trigonometric tables
+
+def _atan_fixed(a: int, b: int, prec: int) -> int:
+    """atan(a/b) * 2**prec for 0 <= a <= b, integers only, within a few hundred units, by
+    Euler's series atan(x) = x/(1 + x*x) sum_k (2k)!!/(2k + 1)!! (x*x/(1 + x*x))**k (the
+    ratio of terms is at most 1/2)."""
+    d = a * a + b * b
+    term = (a * b << prec) // d
+    total, k = 0, 0
+    while term:
+        total += term
+        k += 1
+        term = term * (2 * k) * a * a // ((2 * k + 1) * d)
+    return total
+
+
+def _pieces(v: int, prec: int, bits: int, count: int) -> list:
+    """v * 2**-prec (v > 0) as count - 1 doubles of at most ``bits`` significant bits each
+    (truncated, so the remainders stay positive) and a last double holding the rest."""
+    out = []
+    for _ in range(count - 1):
+        q = max(v.bit_length() - bits, 0)
+        top = (v >> q) << q
+        out.append(float(Fraction(top, 1 << prec)))
+        v -= top
+    out.append(float(Fraction(v, 1 << prec)))
+    return out
+
+
+_PH_LIMBS = 52                          # 24-bit limbs of 2/pi held (bits 1..1248)
+_PT = 24 * _PH_LIMBS + 64               # bits of the fixed-point pi they are divided from
+_PI_FIXED = 16 * _atan_fixed(1, 5, _PT) - 4 * _atan_fixed(1, 239, _PT)     # Machin's formula
+_TWO_OVER_PI_FIXED = (1 << (24 * _PH_LIMBS + 1 + _PT)) // _PI_FIXED         # 2/pi * 2**1248
+# the limbs g_i (2/pi = sum g_i 2**(-24 (i + 1))), after three zero limbs for i = -3..-1
+_TWO_OVER_PI_24 = np.array([0, 0, 0] + [
+    (_TWO_OVER_PI_FIXED >> (24 * (_PH_LIMBS - 1 - i))) & 0xFFFFFF for i in range(_PH_LIMBS)],
+    dtype=np.int64)
+_PIO2_FIXED = _PI_FIXED >> (_PT - _P + 1)                                    # pi/2 * 2**_P
+# pi/2 = p1 + p2 + p3 + p4 with 33 significant bits in p1, p2, p3: k * p_i is exact for
+# |k| < 2**20 (Cody-Waite); p1 + ... + p4 is pi/2 to 2**-150
+_PIO2_1, _PIO2_2, _PIO2_3, _PIO2_4 = _pieces(_PIO2_FIXED, _P, 33, 4)
+_PIO2_HI, _PIO2_LO = _dd(Fraction(_PIO2_FIXED, 1 << _P))
+_PI_HI, _PI_LO = _dd(Fraction(_PIO2_FIXED, 1 << (_P - 1)))
+_PIO4 = _PIO2_HI * 0.5
+_TWO_OVER_PI = float(Fraction(_TWO_OVER_PI_FIXED, 1 << (24 * _PH_LIMBS)))
+_CW_MAX = 1.0e6                          # Cody-Waite below, Payne-Hanek above
+# atan(j/16), j = 0..16, as hi + lo
+_ATAN_TABLE = [_dd(Fraction(_atan_fixed(j, 16, _P), 1 << _P)) for j in range(17)]
+_ATAN_HI = np.array([t[0] for t in _ATAN_TABLE])
+_ATAN_LO = np.array([t[1] for t in _ATAN_TABLE])
+_LN2_DHI, _LN2_DLO = _dd(Fraction(_LN2_FIXED, 1 << _P))
+_TINY27 = 7.450580596923828e-09         # 2**-27: sin, tan, asin, atan, sinh, ... return x below
+
+# Fitted polynomials in z = r*r (examples/exactmath_coefficients.py: mpmath.chebyfit at 60
+# digits), highest power first, each coefficient as (hi, lo); the last three Horner steps run
+# in double-double with the lo parts, the others in double.
+# sin and cos for |r| <= pi/4 + 1e-4, sinh for |r| <= 1, atan for |t| <= 1/32 (atan's is
+# evaluated in double only: its terms are below 2**-10 of the result).
+# (sin(r)/r - 1)/z on [0, 0.6171], 8 terms, max error 5.24e-24
+_SIN_P = np.array([
+    (2.7912360888622325e-15, -1.5597069073119535e-31),
+    (-7.646961188578481e-13, -4.252791314473104e-29),
+    (1.6059042779805549e-10, -1.074093056017074e-26),
+    (-2.50521083823851e-08, 1.536759171848184e-24),
+    (2.755731922398109e-06, 3.9275237064319364e-23),
+    (-0.00019841269841269839, 9.747919741492636e-21),
+    (0.008333333333333333, 1.1456028730845545e-19),
+    (-0.16666666666666666, -9.251853293521178e-18),
+])
+# (cos(r) - 1)/z on [0, 0.6171], 8 terms, max error 9.96e-23
+_COS_P = np.array([
+    (4.741071216368713e-14, -2.2147606561777735e-30),
+    (-1.1470360953208635e-11, -5.8853777226727875e-28),
+    (2.0876754980634244e-09, -1.4633727682741369e-25),
+    (-2.7557319218181674e-07, -3.116885088898435e-24),
+    (2.4801587301578187e-05, -1.246378022615217e-21),
+    (-0.0013888888888888883, 1.0553041036951522e-19),
+    (0.041666666666666664, 2.2923064546518063e-18),
+    (-0.5, 9.959375739394253e-23),
+])
+# (sinh(r)/r - 1)/z on [0, 1], 8 terms, max error 2.54e-22
+_SINH_P = np.array([
+    (2.8445264169895285e-15, 1.0934602063454635e-31),
+    (7.646625361656657e-13, 3.484988285804915e-29),
+    (1.6059048396350562e-10, -8.233352231782857e-27),
+    (2.505210836405804e-08, 1.4618744257066387e-24),
+    (2.755731922404034e-06, -1.1905861152471456e-22),
+    (0.00019841269841269773, -2.9260778488260105e-21),
+    (0.008333333333333333, 1.4806675317945714e-19),
+    (0.16666666666666666, 9.251605264140572e-18),
+])
+# (atan(r)/r - 1)/z on [0, 0.0009766625], 5 terms, max error 1.33e-19
+_ATAN_P = np.array([
+    (-0.0907215292378737, 1.8941738027641838e-19),
+    (0.11111095089495254, -5.5327002104915295e-18),
+    (-0.14285714280126915, 2.0218654098878875e-18),
+    (0.19999999999999318, -3.843450704452952e-18),
+    (-0.3333333333333333, -1.8370490596962815e-17),
 ])
 
 
@@ -613,6 +746,441 @@ def _pow(x, y):
     return -r if x < 0.0 and odd else r
 
 
+# ----------------------------------------------------------------------------- trigonometric
+
+@_scalar
+def _add_dd(ah, al, bh, bl):
+    s, e = _two_sum(ah, bh)
+    return _fast_two_sum(s, e + (al + bl))
+
+
+@_scalar
+def _sqrt_dd(h, lo):
+    """sqrt(h + lo) as s + c for h > 0: s = sqrt(h) (IEEE), c from the exact residual."""
+    s = np.sqrt(h)
+    ph, pl = _two_prod(s, s)
+    return s, (((h - ph) - pl) + lo) / (2.0 * s)
+
+
+@_scalar
+def _poly_dd(c, zh, zl):
+    """The polynomial c (rows (hi, lo), highest power first) at zh + zl, as hi + lo: Horner
+    in double, its last three steps in double-double."""
+    n = c.shape[0]
+    r = c[0, 0]
+    for i in range(1, n - 3):
+        r = r * zh + c[i, 0]
+    h, lo = r, 0.0
+    for i in range(n - 3, n):
+        ph, pl = _mul_dd(h, lo, zh, zl)
+        s, e = _two_sum(ph, c[i, 0])
+        h, lo = _fast_two_sum(s, e + (pl + c[i, 1]))
+    return h, lo
+
+
+@_scalar
+def _sin_kernel(rh, rl):
+    """sin(rh + rl) as hi + lo for |rh| <= pi/4 + 1e-4: r + r z P(z), z = r*r."""
+    zh, zl = _two_prod(rh, rh)
+    zl = zl + 2.0 * rh * rl
+    ph, pl = _poly_dd(_SIN_P, zh, zl)
+    wh, wl = _mul_dd(zh, zl, ph, pl)
+    vh, vl = _mul_dd(rh, rl, wh, wl)
+    s, e = _two_sum(rh, vh)
+    return _fast_two_sum(s, e + (rl + vl))
+
+
+@_scalar
+def _cos_kernel(rh, rl):
+    """cos(rh + rl) as hi + lo for |rh| <= pi/4 + 1e-4: 1 + z Q(z), z = r*r."""
+    zh, zl = _two_prod(rh, rh)
+    zl = zl + 2.0 * rh * rl
+    qh, ql = _poly_dd(_COS_P, zh, zl)
+    wh, wl = _mul_dd(zh, zl, qh, ql)
+    s, e = _fast_two_sum(1.0, wh)
+    return _fast_two_sum(s, e + wl)
+
+
+@_scalar
+def _rem_pio2_big(a):
+    """(rh, rl, n) with a = (4j + n) pi/2 + rh + rl, |rh| <= pi/4, for finite a >= 2**19
+    (Payne-Hanek). a = M 2**(24 q) with the integer M = mantissa * 2**(e mod 24) < 2**76 in
+    four 24-bit limbs; the limbs g_i of 2/pi before i = q - 1 only add multiples of 4 to
+    a * 2/pi, so T = M * (g_{q-1} ... g_{q+8}) (ten limbs, 216 fraction bits; the rest of 2/pi
+    adds below 2**-140) holds n in its integer limb and r / (pi/2) in the nine below it, of
+    which the top seven are kept (r / (pi/2) >= 2**-62 for every double: 106 bits and more)."""
+    b = _bits(a)
+    e = ((b >> 52) & 0x7FF) - 1075
+    m = (b & _MANT) | (np.int64(1) << 52)
+    q = e // 24
+    sh = e - 24 * q
+    mask = np.int64(0xFFFFFF)
+    v = (m & mask) << sh
+    a0 = v & mask
+    v = (((m >> 24) & mask) << sh) + (v >> 24)
+    a1 = v & mask
+    v = ((m >> 48) << sh) + (v >> 24)
+    a2 = v & mask
+    a3 = v >> 24
+    base = q - 1 + 3 + 9                # index of g_{q-1} in _TWO_OVER_PI_24, plus 9
+    carry = np.int64(0)
+    t1 = t2 = t3 = t4 = t5 = t6 = t7 = t8 = np.int64(0)
+    for j in range(10):                 # limb j of T (the fraction is limbs 0..8)
+        col = carry + a0 * _TWO_OVER_PI_24[base - j]
+        if j >= 1:
+            col += a1 * _TWO_OVER_PI_24[base - j + 1]
+        if j >= 2:
+            col += a2 * _TWO_OVER_PI_24[base - j + 2]
+        if j >= 3:
+            col += a3 * _TWO_OVER_PI_24[base - j + 3]
+        carry = col >> 24
+        t1, t2, t3, t4, t5, t6, t7, t8 = col & mask, t1, t2, t3, t4, t5, t6, t7
+    # t1 = limb 9 (n in its two low bits), t2..t8 = limbs 8..2 (the fraction's top 168 bits)
+    n = t1 & 3
+    neg = t2 >= 0x800000                # fraction >= 1/2: take fraction - 1, n + 1
+    if neg:
+        n = (n + 1) & 3
+        v = (mask - t8) + 1
+        t8 = v & mask
+        v = (mask - t7) + (v >> 24)
+        t7 = v & mask
+        v = (mask - t6) + (v >> 24)
+        t6 = v & mask
+        v = (mask - t5) + (v >> 24)
+        t5 = v & mask
+        v = (mask - t4) + (v >> 24)
+        t4 = v & mask
+        v = (mask - t3) + (v >> 24)
+        t3 = v & mask
+        t2 = ((mask - t2) + (v >> 24)) & mask
+    hi = np.float64(t2 * 16777216 + t3) * 3.552713678800501e-15        # 2**-48
+    mid = np.float64(t4 * 16777216 + t5) * 1.2621774483536189e-29      # 2**-96
+    low = (np.float64(t6 * 16777216 + t7) + np.float64(t8) * 5.960464477539063e-08) * \
+        4.484155085839415e-44                                            # 2**-144, 2**-24
+    s, err = _two_sum(hi, mid)
+    fh, fl = _fast_two_sum(s, err + low)
+    rh, rl = _mul_dd(fh, fl, _PIO2_HI, _PIO2_LO)
+    if neg:
+        return -rh, -rl, n
+    return rh, rl, n
+
+
+@_scalar
+def _rem_pio2(x):
+    """(rh, rl, n): x = (4j + n) pi/2 + rh + rl, |rh| <= pi/4 (+ 1e-4), for finite x."""
+    a = abs(x)
+    if a <= _PIO4:
+        return x, 0.0, np.int64(0)
+    if a < _CW_MAX:                     # Cody-Waite: k p1, k p2, k p3 exact, t exact
+        kf = (x * _TWO_OVER_PI + _ROUND) - _ROUND
+        t = x - kf * _PIO2_1
+        s, e1 = _two_sum(t, -(kf * _PIO2_2))
+        s, e2 = _two_sum(s, -(kf * _PIO2_3))
+        rh, rl = _two_sum(s, (e1 + e2) - kf * _PIO2_4)
+        return rh, rl, np.int64(kf) & 3
+    rh, rl, n = _rem_pio2_big(a)
+    if x < 0.0:
+        return -rh, -rl, (4 - n) & 3
+    return rh, rl, n
+
+
+@_scalar
+def _sin(x):
+    if abs(x) < _TINY27:                # sin x = x (1 - x*x/6): x is the nearest double
+        return x
+    if not abs(x) < np.inf:
+        return x - x                    # NaN for NaN and ±inf
+    rh, rl, n = _rem_pio2(x)
+    h = _cos_kernel(rh, rl)[0] if n & 1 else _sin_kernel(rh, rl)[0]
+    return -h if n & 2 else h
+
+
+@_scalar
+def _cos(x):
+    if abs(x) < _TINY27:
+        return 1.0
+    if not abs(x) < np.inf:
+        return x - x
+    rh, rl, n = _rem_pio2(x)
+    h = _sin_kernel(rh, rl)[0] if n & 1 else _cos_kernel(rh, rl)[0]
+    return -h if (n + 1) & 2 else h
+
+
+@_scalar
+def _tan(x):
+    """sin/cos of the reduced argument in double-double, one division (-cos/sin for odd n)."""
+    if abs(x) < _TINY27:                # tan x = x (1 + x*x/3)
+        return x
+    if not abs(x) < np.inf:
+        return x - x
+    rh, rl, n = _rem_pio2(x)
+    sh, sl = _sin_kernel(rh, rl)
+    ch, cl = _cos_kernel(rh, rl)
+    if n & 1:
+        qh, ql = _div_dd(ch, cl, sh, sl)
+        return -(qh + ql)
+    qh, ql = _div_dd(sh, sl, ch, cl)
+    return qh + ql
+
+
+@_scalar
+def _sincos_turn(j, n):
+    """(cos, sin) of 2 pi j / n for integers j, n >= 1 (|j|, n < 2**50): j mod n and the
+    nearest quarter turn q taken off exactly in integers, r = (pi/2) (4m - q n) / n in
+    double-double, |r| <= pi/4; multiples of a quarter turn give exact 0 and ±1."""
+    m = j % n
+    q = (8 * m + n) // (2 * n)
+    num = 4 * m - q * n
+    fh, fl = _div_dd(np.float64(num), 0.0, np.float64(n), 0.0)
+    rh, rl = _mul_dd(fh, fl, _PIO2_HI, _PIO2_LO)
+    if num == 0:
+        rh, rl = 0.0, 0.0
+    s = _sin_kernel(rh, rl)[0]
+    c = _cos_kernel(rh, rl)[0]
+    q = q & 3
+    if q == 1:                          # (0 - v: an exact zero stays +0)
+        return 0.0 - s, c
+    if q == 2:
+        return 0.0 - c, 0.0 - s
+    if q == 3:
+        return s, 0.0 - c
+    return c, s
+
+
+@_scalar
+def _atan_dd(qh, ql):
+    """atan(qh + ql) as hi + lo for 0 <= qh <= 1 (+ 2**-50): atan(c) + atan(t) with c = j/16
+    the nearest, t = (q - c) / (1 + q c) in double-double (|t| <= 1/32), atan(t) = t + t z
+    P(z), z = t*t, in double (its terms are below 2**-10 of the result)."""
+    j = np.int64(qh * 16.0 + 0.5)
+    th, tl = qh, ql
+    if j > 0:
+        c = np.float64(j) * 0.0625
+        nh, nl = _two_sum(qh - c, ql)           # qh - c is exact (Sterbenz)
+        ph, pl = _two_prod(qh, c)
+        dh, dl = _two_sum(1.0, ph)
+        th, tl = _div_dd(nh, nl, dh, dl + (pl + ql * c))
+    z = th * th
+    p = _ATAN_P[0, 0]
+    for i in range(1, _ATAN_P.shape[0]):
+        p = p * z + _ATAN_P[i, 0]
+    tail = tl + th * (z * p)
+    if j == 0:
+        return _fast_two_sum(th, tail)
+    s, e = _two_sum(_ATAN_HI[j], th)
+    return _fast_two_sum(s, e + (_ATAN_LO[j] + tail))
+
+
+@_scalar
+def _atan2_pos(yh, yl, xh, xl):
+    """atan((yh + yl) / (xh + xl)) as hi + lo for y, x >= 0 not both 0: atan(y/x), or
+    pi/2 - atan(x/y) when y > x."""
+    if yh <= xh:
+        qh, ql = _div_dd(yh, yl, xh, xl)
+        return _atan_dd(qh, ql)
+    qh, ql = _div_dd(xh, xl, yh, yl)
+    ah, al = _atan_dd(qh, ql)
+    return _add_dd(_PIO2_HI, _PIO2_LO, -ah, -al)
+
+
+@_scalar
+def _atan(x):
+    if x != x:
+        return x
+    a = abs(x)
+    if a < _TINY27:                     # atan x = x (1 - x*x/3)
+        return x
+    if a > 1.152921504606847e18:        # 2**60: pi/2 - 1/a (the next term is below 2**-180)
+        r = _PIO2_HI + (_PIO2_LO - 1.0 / a)
+    elif a <= 1.0:
+        r = _atan_dd(a, 0.0)[0]
+    else:
+        qh, ql = _div_dd(1.0, 0.0, a, 0.0)
+        ah, al = _atan_dd(qh, ql)
+        r = _add_dd(_PIO2_HI, _PIO2_LO, -ah, -al)[0]
+    return r if x > 0.0 else -r
+
+
+@_scalar
+def _one_minus_sq(a):
+    """1 - a*a = (1 - a)(1 + a) as hi + lo, for 0 <= a < 1."""
+    uh, ul = _two_sum(1.0, -a)
+    vh, vl = _two_sum(1.0, a)
+    return _mul_dd(uh, ul, vh, vl)
+
+
+@_scalar
+def _asin(x):
+    """atan(|x| / sqrt(1 - x*x)) with the square root in double-double, x's sign."""
+    if x != x:
+        return x
+    a = abs(x)
+    if a < _TINY27:                     # asin x = x (1 + x*x/6)
+        return x
+    if a >= 1.0:
+        if a > 1.0:
+            return np.nan
+        r = _PIO2_HI
+    else:
+        sh, sl = _one_minus_sq(a)
+        ch, cl = _sqrt_dd(sh, sl)
+        r = _atan2_pos(a, 0.0, ch, cl)[0]
+    return r if x > 0.0 else -r
+
+
+@_scalar
+def _acos(x):
+    """atan(sqrt(1 - x*x) / |x|), and pi minus that for x < 0."""
+    if x != x:
+        return x
+    a = abs(x)
+    if a > 1.0:
+        return np.nan
+    if a == 1.0:
+        return 0.0 if x > 0.0 else _PI_HI
+    sh, sl = _one_minus_sq(a)
+    ch, cl = _sqrt_dd(sh, sl)
+    h, lo = _atan2_pos(ch, cl, a, 0.0)
+    if x >= 0.0:
+        return h
+    return _add_dd(_PI_HI, _PI_LO, -h, -lo)[0]
+
+
+# ----------------------------------------------------------------------------- hyperbolic
+
+@_scalar
+def _exp_pair(a):
+    """exp(a) and exp(-a) as double-doubles, for 0 <= a <= 40."""
+    hi, lo, k = _exp_parts(a, 0.0)
+    eh, el = _scale(hi, k), _scale(lo, k)
+    ih, il = _div_dd(1.0, 0.0, eh, el)
+    return eh, el, ih, il
+
+
+@_scalar
+def _sinh(x):
+    """x + x z P(z) (z = x*x) in double-double below 1; (E - 1/E)/2 up to 36, E = exp|x| in
+    double-double; E/2 (scaled from exp's parts, no overflow before the result's) above."""
+    if x != x:
+        return x
+    a = abs(x)
+    if a < _TINY27:
+        return x
+    if a < 1.0:
+        zh, zl = _two_prod(a, a)
+        ph, pl = _poly_dd(_SINH_P, zh, zl)
+        wh, wl = _mul_dd(zh, zl, ph, pl)
+        vh, vl = _two_prod(a, wh)
+        s, e = _fast_two_sum(a, vh)
+        r = s + (e + (vl + a * wl))
+    elif a < 36.0:
+        eh, el, ih, il = _exp_pair(a)
+        s, e = _two_sum(eh, -ih)
+        r = (s + (e + (el - il))) * 0.5
+    elif a < 711.0:
+        hi, lo, k = _exp_parts(a, 0.0)
+        r = _scale(hi + lo, k - 1)
+    else:
+        r = np.inf
+    return r if x > 0.0 else -r
+
+
+@_scalar
+def _cosh(x):
+    """(E + 1/E)/2 with E = exp|x| in double-double up to 36, E/2 above."""
+    if x != x:
+        return x
+    a = abs(x)
+    if a < 36.0:
+        eh, el, ih, il = _exp_pair(a)
+        s, e = _two_sum(eh, ih)
+        return (s + (e + (el + il))) * 0.5
+    if a < 711.0:
+        hi, lo, k = _exp_parts(a, 0.0)
+        return _scale(hi + lo, k - 1)
+    return np.inf
+
+
+@_scalar
+def _log1p_dd(uh, ul):
+    """log(1 + uh + ul) for uh + ul > -1, with 1 + u carried in double-double."""
+    vh, vl = _two_sum(1.0, uh)
+    vh, vl = _fast_two_sum(vh, vl + ul)
+    return _log_parts(vh, vl)[0]
+
+
+@_scalar
+def _asinh(x):
+    """log1p(a + a*a / (1 + sqrt(1 + a*a))) (= log(a + sqrt(a*a + 1))) in double-double,
+    a = |x|; log(a) + log 2 above 2**28; x's sign."""
+    if x != x or abs(x) == np.inf:
+        return x
+    a = abs(x)
+    if a < _TINY27:                     # asinh x = x (1 - x*x/6)
+        return x
+    if a > 268435456.0:                 # 2**28: the rest is below 2**-58
+        lh, ll = _log_parts(a, 0.0)
+        r = _add_dd(lh, ll, _LN2_DHI, _LN2_DLO)[0]
+    else:
+        zh, zl = _two_prod(a, a)
+        qh, ql = _fast_two_sum(1.0, zh) if zh < 1.0 else _fast_two_sum(zh, 1.0)
+        sh, sl = _sqrt_dd(qh, ql + zl)
+        dh, dl = _fast_two_sum(1.0, sh) if sh < 1.0 else _fast_two_sum(sh, 1.0)
+        fh, fl = _div_dd(zh, zl, dh, dl + sl)
+        uh, ul = _two_sum(a, fh)
+        r = _log1p_dd(uh, ul + fl)
+    return r if x > 0.0 else -r
+
+
+@_scalar
+def _acosh(x):
+    """log1p(t + sqrt(2t + t*t)), t = x - 1 (exact), below 2; log(x + sqrt(x*x - 1)) up to
+    2**28; log(x) + log 2 above; all in double-double."""
+    if x != x:
+        return x
+    if not x >= 1.0:
+        return np.nan
+    if x == np.inf:
+        return x
+    if x > 268435456.0:
+        lh, ll = _log_parts(x, 0.0)
+        return _add_dd(lh, ll, _LN2_DHI, _LN2_DLO)[0]
+    if x >= 2.0:
+        zh, zl = _two_prod(x, x)
+        qh, ql = _fast_two_sum(zh, -1.0)
+        sh, sl = _sqrt_dd(qh, ql + zl)
+        uh, ul = _fast_two_sum(x, sh)
+        uh, ul = _fast_two_sum(uh, ul + sl)
+        return _log_parts(uh, ul)[0]
+    t = x - 1.0
+    if t == 0.0:
+        return 0.0
+    th, tl = _two_prod(t, t)
+    wh, wl = _fast_two_sum(2.0 * t, th)
+    sh, sl = _sqrt_dd(wh, wl + tl)
+    uh, ul = _two_sum(t, sh)
+    return _log1p_dd(uh, ul + sl)
+
+
+@_scalar
+def _atanh(x):
+    """log1p(2a / (1 - a)) / 2 with the quotient in double-double, a = |x|; x's sign."""
+    if x != x:
+        return x
+    a = abs(x)
+    if a < _TINY27:                     # atanh x = x (1 + x*x/3)
+        return x
+    if a >= 1.0:
+        if a > 1.0:
+            return np.nan
+        r = np.inf
+    else:
+        dh, dl = _two_sum(1.0, -a)
+        qh, ql = _div_dd(2.0 * a, 0.0, dh, dl)
+        r = 0.5 * _log1p_dd(qh, ql)
+    return r if x > 0.0 else -r
+
+
 # ----------------------------------------------------------------------------- public functions
 # float32 in, float32 out (computed in float64, rounded once); float64 in, float64 out.
 
@@ -686,6 +1254,67 @@ def swish(x, alpha):
 @_scalar
 def pow(x, y):     # noqa: A001 (the operator's name)
     return type(x)(_pow(np.float64(x), np.float64(y)))
+
+
+@_scalar
+def sin(x):
+    return type(x)(_sin(np.float64(x)))
+
+
+@_scalar
+def cos(x):
+    return type(x)(_cos(np.float64(x)))
+
+
+@_scalar
+def tan(x):
+    return type(x)(_tan(np.float64(x)))
+
+
+@_scalar
+def asin(x):
+    return type(x)(_asin(np.float64(x)))
+
+
+@_scalar
+def acos(x):
+    return type(x)(_acos(np.float64(x)))
+
+
+@_scalar
+def atan(x):
+    return type(x)(_atan(np.float64(x)))
+
+
+@_scalar
+def sinh(x):
+    return type(x)(_sinh(np.float64(x)))
+
+
+@_scalar
+def cosh(x):
+    return type(x)(_cosh(np.float64(x)))
+
+
+@_scalar
+def asinh(x):
+    return type(x)(_asinh(np.float64(x)))
+
+
+@_scalar
+def acosh(x):
+    return type(x)(_acosh(np.float64(x)))
+
+
+@_scalar
+def atanh(x):
+    return type(x)(_atanh(np.float64(x)))
+
+
+@_scalar
+def cos_sin_turn(j, n):
+    """(cos, sin) of 2 pi j / n for int64 j and n >= 1, as float64 (DFT twiddles, windows)."""
+    return _sincos_turn(np.int64(j), np.int64(n))
 
 
 # ----------------------------------------------------------------------------- wiring

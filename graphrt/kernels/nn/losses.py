@@ -11,10 +11,10 @@ not ignore_index are invalid input. Sums run over positions in C order in a floa
 accumulator and are rounded once; the mean is one division of the two float64 sums.
 
 SoftmaxCrossEntropyLoss first takes log_softmax over axis 1,
-log_prob = x - (m + log(sum_c exp(x_c - m))) with m the maximum over the classes, and applies
-the loss above to it; log_prob is the optional second output. It uses exp and log, so only
-NegativeLogLikelihoodLoss (a gather, a multiply and float64 sums) is an exact-mode kernel.
-float16 is computed in float32.
+log_prob = x - (m + log(sum_c exp(x_c - m))) with m the maximum over the classes (the sum in
+the blocked pairwise order of core/summation.py), and applies the loss above to it; log_prob
+is the optional second output. Fast mode uses libm's exp and log, exact mode graphrt's own
+(exactmath): both losses are exact-mode kernels. float16 is computed in float32.
 """
 from __future__ import annotations
 
@@ -28,8 +28,17 @@ from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN, put
 from ..core.floats import FLOATS, compute_dtype, widen
 from ..core.jit import Variants
+from ..math.exactmath import FastExact, log as _own_log
+from ..reduce.reduce import EXACT_EXP_DEVIATIONS, EXP_DEVIATIONS
 
 EXACT = False
+SUM_EXP = None      # sum exp(x - m) over the classes (blocked pairwise), fast or exact
+LOG = None
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _libm_log(v):
+    return np.log(v)
 
 _INDICES = frozenset(np.dtype(t) for t in (np.int32, np.int64))
 
@@ -74,16 +83,16 @@ def _log_softmax(x, out, classes, inner, tasks):
             v = x[base + c * inner]
             if v > m or v != v:
                 m = v
-        s = x[base] - x[base]
-        for c in range(classes):
-            s += np.exp(x[base + c * inner] - m)
-        lse = m + np.log(s)
+        lse = m + LOG(SUM_EXP(x, base, classes, inner, m))
         for c in range(classes):
             out[base + c * inner] = x[base + c * inner] - lse
 
 
 _NLL = Variants(_nll, "nll_loss")
-_LOG_SOFTMAX = Variants(_log_softmax, "log_softmax", parallel=True)
+_LOG_SOFTMAX = FastExact(
+    Variants(_log_softmax, "log_softmax", parallel=True, SUM_EXP=EXP_DEVIATIONS.run, LOG=_libm_log),
+    Variants(_log_softmax, "log_softmax_exact", parallel=True, SUM_EXP=EXACT_EXP_DEVIATIONS.run,
+             LOG=_own_log))
 
 
 class NegativeLogLikelihoodLoss(OpKernel):
@@ -156,5 +165,5 @@ class NegativeLogLikelihoodLoss(OpKernel):
 
 
 class SoftmaxCrossEntropyLoss(NegativeLogLikelihoodLoss):
-    supports_exact = False
+    supports_exact = True
     LOG_SOFTMAX = True

@@ -5,7 +5,8 @@ One template walks a set: its elements are those of a reduction (kept index = th
 reduced axes visited in row-major order, see reduce.split_axes), so one task per set,
 and the statistics accumulate in a fixed order whatever the thread count:
 
-  mean = (sum of x, ascending) / n,  var = (sum of (x - mean)^2, ascending) / n
+  mean = (sum of x) / n,  var = (sum of (x - mean)^2) / n, each sum in the blocked
+  pairwise order of core/summation.py
   LayerNormalization, InstanceNormalization, GroupNormalization, BatchNormalization in
   training mode:  y = ((x - mean) * inv) * scale + bias,  inv = 1 / sqrt(var + epsilon)
   RMSNormalization: mean = 0 and var = (sum of x^2) / n, then as above
@@ -32,6 +33,7 @@ from ..core.broadcast import PARALLEL_MIN
 from ..core.floats import F32, compute_dtype, run_wide
 from ..core.jit import Variants
 from ..core.pointwise import scale_shift_relu
+from ..core.summation import DEVIATION_MAGNITUDES, DEVIATION_SQUARES, VALUES
 from ..elementwise.arithmetic import Add, Div, Mul, Sub
 from ..reduce.reduce import offset_of, split_axes
 
@@ -40,6 +42,7 @@ MODE = 0
 RELU = False
 
 LAYER, RMS, GIVEN, MVN, LP1, LP2 = range(6)
+_SUM, _SUM_DEV_SQ, _SUM_DEV_ABS = VALUES.set, DEVIATION_SQUARES.set, DEVIATION_MAGNITUDES.set
 # prm (compute type): epsilon, 1, 0, n, momentum, 1 - momentum
 _EPS, _ONE, _ZERO, _N, _KEEP, _TAKE = range(6)
 NO_STATS, MEAN_INV, RUNNING = range(3)
@@ -97,22 +100,17 @@ def _normalize(x, scale, bias, mean_in, var_in, y, st1, st2, kshape, kstride, rs
             mu = mean_in[s]
             var = var_in[s]
         else:
-            if MODE == LAYER or MODE == MVN:
-                acc = zero
-                for ro in range(router):
-                    off = base + offset_of(ro, rshape, rstride, nr - 1)
-                    for k in range(rin):
-                        acc = acc + x[off + k * rs]
-                mu = acc / prm[_N]
             acc = zero
-            for ro in range(router):
-                off = base + offset_of(ro, rshape, rstride, nr - 1)
-                for k in range(rin):
-                    d = x[off + k * rs] - mu
-                    if MODE == LP1:
-                        acc = acc + abs(d)
-                    else:
-                        acc = acc + d * d
+            if MODE == LAYER or MODE == MVN:
+                if router > 0:
+                    acc = _SUM(x, base, rshape, rstride, router, zero)
+                mu = acc / prm[_N]
+            if router == 0:
+                acc = zero
+            elif MODE == LP1:
+                acc = _SUM_DEV_ABS(x, base, rshape, rstride, router, mu)
+            else:
+                acc = _SUM_DEV_SQ(x, base, rshape, rstride, router, mu)
             var = acc if MODE == LP1 or MODE == LP2 else acc / prm[_N]
         if MODE == MVN:
             den = np.sqrt(var) + eps

@@ -5,13 +5,14 @@ opset 13 and later the single ``axis`` (default -1); before opset 13 the input i
 a matrix split at ``axis`` (default 1) and a row is the whole trailing part. Each row is
 computed by one task, so the result does not depend on the thread count.
 
-- Softmax: y_k = exp(x_k - m) / s with m = max x and s = sum_k exp(x_k - m), k ascending.
+- Softmax: y_k = exp(x_k - m) / s with m = max x and s = sum_k exp(x_k - m).
 - LogSoftmax: y_k = (x_k - m) - log s.
 - Hardmax: y_k = 1 at the first maximum (the first NaN, as numpy's argmax), 0 elsewhere.
 
 Softmax and LogSoftmax use libm's exp and log in fast mode; their exact variants use
 graphrt's own (exactmath), in this order: d_k = x_k - m in the element type, e_k = exp(d_k)
-rounded to the element type, s = e_0 + e_1 + ... (k ascending, element-type accumulator),
+rounded to the element type, s = the sum of the e_k in the blocked pairwise order of
+core/summation.py (element-type accumulator; both modes),
 then Softmax y_k = e_k / s, LogSoftmax y_k = d_k - log(s) (log rounded to the element type);
 NaN results are the canonical NaN. Hardmax only compares: exact. float16 rows are computed
 in float32 and rounded once at the end.
@@ -28,11 +29,14 @@ from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import PARALLEL_MIN
 from ..core.floats import run_wide
 from ..core.jit import FAST_MATH, Variants
+from ..core.summation import VALUES
 from ..math.exactmath import FastExact, exp as _own_exp, log as _own_log
 from ..math.vecmath import vexp
+from ..reduce.reduce import EXACT_EXP_DEVIATIONS, EXP_DEVIATIONS
 
 EXACT = False
 ROW = None
+_SUM, _SUM_EXP, _SUM_OWN_EXP = VALUES.run, EXP_DEVIATIONS.run, EXACT_EXP_DEVIATIONS.run
 
 
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
@@ -57,9 +61,7 @@ def _softmax_row(x, out):
     else:
         for k in range(x.size):
             out[k] = vexp(x[k] - m)
-    s = out[0]
-    for k in range(1, x.size):
-        s = s + out[k]
+    s = _SUM(out, 0, out.size, 1, m)
     for k in range(x.size):
         out[k] = out[k] / s
 
@@ -67,10 +69,7 @@ def _softmax_row(x, out):
 @njit(cache=False, nogil=True, error_model="numpy", fastmath=set(FAST_MATH))   # see scalar_op
 def _log_softmax_row(x, out):
     m = _row_max(x)
-    s = vexp(x[0] - m)
-    for k in range(1, x.size):
-        s = s + vexp(x[k] - m)
-    ls = np.log(s)
+    ls = np.log(_SUM_EXP(x, 0, x.size, 1, m))
     for k in range(x.size):
         out[k] = (x[k] - m) - ls
 
@@ -80,9 +79,7 @@ def _softmax_row_exact(x, out):
     m = _row_max(x)
     for k in range(x.size):
         out[k] = _own_exp(x[k] - m)
-    s = out[0]
-    for k in range(1, x.size):
-        s = s + out[k]
+    s = _SUM(out, 0, out.size, 1, m)
     for k in range(x.size):
         v = out[k] / s
         out[k] = np.nan if v != v else v
@@ -91,10 +88,7 @@ def _softmax_row_exact(x, out):
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
 def _log_softmax_row_exact(x, out):
     m = _row_max(x)
-    s = _own_exp(x[0] - m)
-    for k in range(1, x.size):
-        s = s + _own_exp(x[k] - m)
-    ls = _own_log(s)
+    ls = _own_log(_SUM_OWN_EXP(x, 0, x.size, 1, m))
     for k in range(x.size):
         v = (x[k] - m) - ls
         out[k] = np.nan if v != v else v

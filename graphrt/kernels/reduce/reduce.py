@@ -31,6 +31,7 @@ from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import BLOCK, PARALLEL_MIN
 from ..core.floats import F16, F64, compute_dtype, run_wide
 from ..core.jit import Variants
+from ..core.summation import MAGNITUDES, SQUARES, VALUES, Summer, cols_work
 from ..math.exactmath import FastExact, exact_twin, exp as XEXP, log as XLOG
 
 EXACT = False
@@ -39,8 +40,14 @@ COMBINE = None
 FINISH = None
 SECOND = None
 TWO_PASS = False
+PAIRWISE = False    # the members that add: their sum in summation's blocked pairwise order
+SUM_SET = None      # that sum's helpers (summation.Summer), for one output / side by side
+SUM_COLS = None
+EXP_SET = None      # ReduceLogSumExp's sum of exp(x - m), fast or exact
+EXP_COLS = None
 
 COLUMN_BLOCK = 2048     # outputs per task when reading along the kept inner axis
+_NO_WORK = np.empty((0, 0), np.float32)   # the cols walk's work for members that do not add
 
 
 # ----------------------------------------------------------------------------- shared helpers
@@ -108,12 +115,15 @@ def _rows(x, out, ident, n_, kshape, kstride, rshape, rstride, count, block, tas
         for o in range(t * block, min(nout, t * block + block)):
             base = offset_of(o, kshape, kstride, nk)
             a = ident
-            if count > 0:
+            if PAIRWISE:
+                if count > 0:
+                    a = SUM_SET(x, base, rshape, rstride, router, ident)
+            elif count > 0:
                 a = MAP(x[base])
                 for ro in range(router):
                     off = base + offset_of(ro, rshape, rstride, nr - 1)
                     k0 = 1 if ro == 0 else 0
-                    if rs == 1:         # a contiguous slice: the fast variant vectorises
+                    if rs == 1:         # a contiguous slice
                         src = x[off + k0:off + rin]
                         for k in range(src.size):
                             a = COMBINE(a, MAP(src[k]))
@@ -129,7 +139,8 @@ def _rows(x, out, ident, n_, kshape, kstride, rshape, rstride, count, block, tas
                 out[o] = v
 
 
-def _cols(x, acc, aux, out, ident, n_, kshape, kstride, rshape, rstride, count, block, tasks):
+def _cols(x, acc, aux, work, out, ident, n_, kshape, kstride, rshape, rstride, count, block,
+          tasks):
     """A block of outputs along the kept inner axis (stride 1) at a time: each reduced
     element is added to the block's accumulators, so the reads stay contiguous. Each
     output still sees its reduced elements in ascending order."""
@@ -150,6 +161,8 @@ def _cols(x, acc, aux, out, ident, n_, kshape, kstride, rshape, rstride, count, 
         if count == 0:
             for j in range(w):
                 a[j] = ident
+        elif PAIRWISE:
+            SUM_COLS(x, base, w, rshape, rstride, router, a, a, work[:, o:o + w])
         else:
             src = x[base:base + w]
             for j in range(w):
@@ -164,15 +177,7 @@ def _cols(x, acc, aux, out, ident, n_, kshape, kstride, rshape, rstride, count, 
         if TWO_PASS:
             for j in range(w):
                 m[j] = a[j]
-                a[j] = 0
-            for ro in range(router):
-                off = base + offset_of(ro, rshape, rstride, nr - 1)
-                for k in range(rin):
-                    src = x[off + k * rs:off + k * rs + w]
-                    for j in range(w):
-                        if m[j] - m[j] == 0:
-                            d = src[j] - m[j]
-                            a[j] = a[j] + (XEXP(d) if EXACT else np.exp(d))
+            EXP_COLS(x, base, w, rshape, rstride, router, m, a, work[:, o:o + w])
         dst = out[o:o + w]
         for j in range(w):
             v = FINISH(a[j], n_, m[j])
@@ -190,21 +195,28 @@ def _no_second(x, base, rshape, rstride, router, m, a):
     return a
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
 def _exp_sum(x, base, rshape, rstride, router, m, a):
     """Sum of exp(x - m) over one output's reduced elements (m finite), else ``a``."""
     if router == 0 or m - m != 0:
         return a
-    nr = rshape.size
-    rin = rshape[nr - 1]
-    rs = rstride[nr - 1]
-    s = m - m
-    for ro in range(router):
-        off = base + offset_of(ro, rshape, rstride, nr - 1)
-        for k in range(rin):
-            d = x[off + k * rs] - m
-            s = s + (XEXP(d) if EXACT else np.exp(d))
-    return s
+    return EXP_SET(x, base, rshape, rstride, router, m)
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _exp_deviation(v, m):
+    return np.exp(v - m)
+
+
+@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+def _exact_exp_deviation(v, m):
+    return XEXP(v - m)
+
+
+# sum exp(v - m) with libm's exp and with graphrt's own (Softmax's denominators too)
+EXP_DEVIATIONS = Summer(_exp_deviation, "exp_dev")
+EXACT_EXP_DEVIATIONS = Summer(_exact_exp_deviation, "exact_exp_dev")
+_EXP_SECOND = Variants(_exp_sum, "reduce_exp_sum", EXP_SET=EXP_DEVIATIONS.set).get(False)
+_EXACT_EXP_SECOND = Variants(_exp_sum, "reduce_exp_sum_x", EXP_SET=EXACT_EXP_DEVIATIONS.set).get(True)
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -280,17 +292,22 @@ def _log_sum_exp(a, n, m):
 
 
 class _Kernels:
-    """The compiled row and column walks of one member. ``exact``: the scalar parts the
-    exact variants bind instead (graphrt's own exp and log in place of libm's)."""
+    """The compiled row and column walks of one member. ``summer``: the members that add
+    sum MAP(x) with it (blocked pairwise) instead of COMBINE. ``exact``: the scalar parts
+    the exact variants bind instead (graphrt's own exp and log in place of libm's)."""
 
-    __slots__ = ("rows", "cols", "two_pass")
+    __slots__ = ("rows", "cols", "two_pass", "pairwise")
 
-    def __init__(self, name, map_, combine, finish, two_pass=False, exact=None):
+    def __init__(self, name, map_, combine, finish, two_pass=False, exact=None, summer=None):
         consts = dict(MAP=map_, COMBINE=combine, FINISH=finish, TWO_PASS=two_pass,
-                      SECOND=_exp_sum if two_pass else _no_second)
+                      SECOND=_no_second, PAIRWISE=summer is not None)
+        if summer is not None:
+            consts.update(SUM_SET=summer.set, SUM_COLS=summer.cols)
         if two_pass:
-            consts["XEXP"] = XEXP
+            consts.update(SECOND=_EXP_SECOND, EXP_COLS=EXP_DEVIATIONS.cols)
+            exact = dict(exact or {}, SECOND=_EXACT_EXP_SECOND, EXP_COLS=EXACT_EXP_DEVIATIONS.cols)
         self.two_pass = two_pass     # the column walk keeps each output's maximum in scratch
+        self.pairwise = summer is not None or two_pass     # ... and its partial sums
         self.rows = _variants(_rows, name + "_rows", consts, exact)
         self.cols = _variants(_cols, name + "_cols", consts, exact)
 
@@ -390,17 +407,19 @@ class _Reduce(OpKernel):
             fn = kernels.rows
         parallel = parallel and tasks > 1
         need_acc = acc_dt != compute_dtype(dt) or kernels.two_pass
-        ctx.prepared = (fn.get(ctx.exact, parallel), cols, need_acc, acc_dt, ident, n_,
+        work_rows = cols_work(rshape, count) if cols and kernels.pairwise else 0
+        ctx.prepared = (fn.get(ctx.exact, parallel), cols, need_acc, work_rows, acc_dt, ident, n_,
                         kshape, kstride, rshape, rstride, count, block, tasks)
 
     @staticmethod
     def _call(ctx: RunContext, x, out):
-        fn, cols, need_acc, acc_dt, ident, n_, *walk = ctx.prepared
+        fn, cols, need_acc, work_rows, acc_dt, ident, n_, *walk = ctx.prepared
         if not cols:
             return fn, (x, out, ident, n_, *walk)
         acc = scratch(ctx, acc_dt, out.shape) if need_acc else out
         aux = scratch(ctx, acc_dt, out.shape) if need_acc else acc
-        return fn, (x, acc, aux, out, ident, n_, *walk)
+        work = scratch(ctx, acc_dt, (work_rows, out.size)) if work_rows else _NO_WORK
+        return fn, (x, acc, aux, work, out, ident, n_, *walk)
 
     def jit_call(self, ctx: RunContext):
         x, out = ctx.flat_in[0], ctx.flat_out[0]
@@ -419,13 +438,13 @@ class _Reduce(OpKernel):
 class ReduceSum(_Reduce):
     supports_exact = True
     AXES_INPUT_SINCE = 13
-    KERNELS = _Kernels("reduce_sum", _same, _add, _keep)
+    KERNELS = _Kernels("reduce_sum", _same, _add, _keep, summer=VALUES)
 
 
 class ReduceMean(_Reduce):
     supports_exact = True
-    KERNELS = _Kernels("reduce_mean", _same, _add, _mean)
-    KERNELS_INT = _Kernels("reduce_int_mean", _same, _add, _int_mean)
+    KERNELS = _Kernels("reduce_mean", _same, _add, _mean, summer=VALUES)
+    KERNELS_INT = _Kernels("reduce_int_mean", _same, _add, _int_mean, summer=VALUES)
 
 
 class ReduceProd(_Reduce):
@@ -450,23 +469,23 @@ class ReduceMin(_Reduce):
 
 class ReduceL1(_Reduce):
     supports_exact = True
-    KERNELS = _Kernels("reduce_l1", _abs, _add, _keep)
+    KERNELS = _Kernels("reduce_l1", _abs, _add, _keep, summer=MAGNITUDES)
 
 
 class ReduceL2(_Reduce):
     supports_exact = True
-    KERNELS = _Kernels("reduce_l2", _square, _add, _sqrt)
+    KERNELS = _Kernels("reduce_l2", _square, _add, _sqrt, summer=SQUARES)
 
 
 class ReduceSumSquare(_Reduce):
     supports_exact = True
-    KERNELS = _Kernels("reduce_sum_square", _square, _add, _keep)
+    KERNELS = _Kernels("reduce_sum_square", _square, _add, _keep, summer=SQUARES)
 
 
 class ReduceLogSum(_Reduce):
     """log of the sum."""
     supports_exact = True
-    KERNELS = _Kernels("reduce_log_sum", _same, _add, _log,
+    KERNELS = _Kernels("reduce_log_sum", _same, _add, _log, summer=VALUES,
                        exact=dict(FINISH=exact_twin(_log, "reduce_log", XLOG=XLOG)))
     ALLOWED = _dt.FLOATS
     FLOAT_ACC_UNTIL = 28
@@ -476,8 +495,7 @@ class ReduceLogSumExp(_Reduce):
     """max m, then m + log(sum exp(x - m))."""
     supports_exact = True
     KERNELS = _Kernels("reduce_lse", _same, _max, _log_sum_exp, two_pass=True,
-                       exact=dict(FINISH=exact_twin(_log_sum_exp, "reduce_lse_log", XLOG=XLOG),
-                                  SECOND=exact_twin(_exp_sum, "reduce_exp_sum", XEXP=XEXP)))
+                       exact=dict(FINISH=exact_twin(_log_sum_exp, "reduce_lse_log", XLOG=XLOG)))
     IDENTITY = staticmethod(lambda dt: -np.inf)
     ALLOWED = _dt.FLOATS
     FLOAT_ACC_UNTIL = 28

@@ -19,7 +19,11 @@ over a table of exp(-2 pi i j / L) indexed by k t mod L for short lines, an iter
 radix-2 FFT when L is a power of two, Bluestein's chirp-z transform (a circular convolution
 done with power-of-two FFTs) otherwise. The tables hold the exponentials of exactly reduced
 integer angles, so large k t lose nothing; the error is a few float64 ulps of the line's
-norm. libm sin and cos make these non-exact kernels.
+norm. Fast mode takes the tables' cos and sin from libm; exact mode from exactmath
+(``cos_sin_turn``: 2 pi j / n reduced exactly in integers, each value within 0.51 ulp, exact
+at multiples of a quarter turn). The sums then run in the one order written above (the direct
+sum t ascending, the FFT's butterflies stage by stage), complex products as (ac - bd, ad + bc)
+without FMA, each line on its own: the same bits at any thread count.
 
 STFT: for batch b and frame f < (n - F) // frame_step + 1, the DFT (length F) of
 signal[b, f frame_step + t] * window[t], t < F (F = frame_length, else the window's
@@ -29,14 +33,17 @@ length, else n; no window: ones); onesided (the default, real signals only) keep
 Windows, with N = size (periodic=1, the default) or size - 1 (symmetric), n < size:
     w[n] = a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N)
 Hann (1/2, 1/2, 0), Hamming (25/46, 21/46, 0), Blackman (0.42, 0.5, 0.08); a symmetric
-window of size 1 is [1]. Computed in float64 and converted to ``output_datatype`` (integer
-types truncate toward zero).
+window of size 1 is [1]. Computed in float64, (a0 - a1 c1) + a2 c2, and converted to
+``output_datatype`` (integer types truncate toward zero); exact mode takes c1 = cos(2 pi n / N)
+and c2 = cos(2 pi (2n) / N) from exactmath's ``cos_sin_turn``, fast mode from libm.
 
 MelWeightMatrix [dft_length // 2 + 1, num_mel_bins], built as onnx's reference builds it:
 num_mel_bins + 2 edges e_j = mel^-1(mel(lower) + j (mel(upper) - mel(lower)) / (num_mel_bins
 + 2)), mel(f) = 2595 log10(1 + f / 700), each mapped to the bin floor((dft_length + 1) e_j
 / sample_rate); band i rises linearly from bin e_i (0) to e_{i+1} (1) and falls to e_{i+2}
 (0) (a band of zero rise is 1 at its centre). Every edge must be a bin of the spectrum.
+The edges' log1p, log and expm1 are numpy's in fast mode and exactmath's in exact mode (the
+weights themselves are IEEE divisions).
 """
 from __future__ import annotations
 
@@ -52,6 +59,8 @@ from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
 from ..core.floats import run_wide
 from ..core.jit import Variants
+from ..math import exactmath as _xm
+from ..math.exactmath import cos_sin_turn
 
 EXACT = False
 TAU = 2.0 * math.pi
@@ -83,6 +92,29 @@ def _chirp(n):
         a = -math.pi * ((k * k) % (2 * n)) / n
         c[k] = complex(math.cos(a), math.sin(a))
     return c
+
+
+def _roots_own(n, count):
+    """_roots with exactmath's cos and sin of the exactly reduced angle j / n turns."""
+    w = np.empty(count, np.complex128)
+    for j in range(count):
+        c, s = cos_sin_turn(j, n)
+        w[j] = complex(c, 0.0 - s)
+    return w
+
+
+def _chirp_own(n):
+    """_chirp with exactmath's cos and sin: k^2 / (2n) turns, k^2 reduced modulo 2n."""
+    c = np.empty(n, np.complex128)
+    for k in range(n):
+        cs, sn = cos_sin_turn((k * k) % (2 * n), 2 * n)
+        c[k] = complex(cs, 0.0 - sn)
+    return c
+
+
+# (named by a hash of exactmath's code they call, so its edits recompile them)
+_ROOTS_EXACT = Variants(_roots_own, "dft_roots").get(True)
+_CHIRP_EXACT = Variants(_chirp_own, "dft_chirp").get(True)
 
 
 @njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
@@ -145,16 +177,18 @@ def _dft_line(buf, aux, n, kind, tw, chirp, filt):
 
 
 @functools.lru_cache(maxsize=16)
-def fft_plan(n: int):
-    """(kind, scratch length, twiddles, chirp, chirp filter spectrum) for lines of n."""
+def fft_plan(n: int, exact: bool = False):
+    """(kind, scratch length, twiddles, chirp, chirp filter spectrum) for lines of n; the
+    tables from exactmath's cos and sin when ``exact``."""
+    roots, chirps = (_ROOTS_EXACT, _CHIRP_EXACT) if exact else (_roots, _chirp)
     empty = np.zeros(1, _C128)
     if n & (n - 1) == 0:
-        return POW2, n, _roots(n, max(n // 2, 1)), empty, empty
+        return POW2, n, roots(n, max(n // 2, 1)), empty, empty
     if n < DIRECT_MAX:
-        return DIRECT, n, _roots(n, n), empty, empty
+        return DIRECT, n, roots(n, n), empty, empty
     m = 1 << (2 * n - 2).bit_length()          # >= 2n - 1: the convolution does not wrap
-    tw = _roots(m, m // 2)
-    chirp = _chirp(n)
+    tw = roots(m, m // 2)
+    chirp = chirps(n)
     filt = np.zeros(m, _C128)
     filt[:n] = chirp.conj()
     filt[m - n + 1:] = chirp[1:].conj()[::-1]
@@ -217,14 +251,14 @@ def _lines(x, win, out, g, tw, chirp, filt, work, tasks):
 _LINES = Variants(_lines, "dft_lines", parallel=True)
 
 
-def _prepare(geom: list, n: int) -> tuple:
+def _prepare(geom: list, n: int, exact: bool) -> tuple:
     """What run needs to transform lines of length n described by ``geom``."""
-    kind, width, tw, chirp, filt = fft_plan(n)
+    kind, width, tw, chirp, filt = fft_plan(n, exact)
     lines = geom[-1]
     parallel = lines > 1 and lines * width >= PARALLEL_MIN // 16
     tasks = min(lines, 64) if parallel else 1
     g = np.array(geom[:12] + [kind] + geom[12:], np.int64)
-    return (g, tw, chirp, filt, width, tasks, _LINES.get(False, parallel))
+    return (g, tw, chirp, filt, width, tasks, _LINES.get(exact, parallel))
 
 
 def _transform(ctx: RunContext, x, win, out, prepared) -> None:
@@ -254,6 +288,8 @@ def _complex_shape(ctx: InferContext, shape, rank: int | None = None):
 
 class DFT(OpKernel):
     """The discrete Fourier transform along one axis (module docstring)."""
+
+    supports_exact = True
 
     def __init__(self, node):
         super().__init__(node)
@@ -299,7 +335,7 @@ class DFT(OpKernel):
         mode = IRFFT if irfft else INVERSE if self.inverse else FORWARD
         geom = [inner, n_in * inner * c_in, c_in, inner * c_in, n_used, c_in,
                 n_out * inner * c_out, c_out, inner * c_out, n_out, c_out, n, mode, lines]
-        ctx.prepared = _prepare(geom, n)
+        ctx.prepared = _prepare(geom, n, ctx.exact)
 
     def run(self, ctx: RunContext) -> None:
         run_wide(ctx, lambda ins, outs: _transform(ctx, ins[0], ins[0][:0], outs[0],
@@ -308,6 +344,8 @@ class DFT(OpKernel):
 
 class STFT(OpKernel):
     """The short-time Fourier transform (module docstring)."""
+
+    supports_exact = True
 
     def __init__(self, node):
         super().__init__(node)
@@ -343,7 +381,7 @@ class STFT(OpKernel):
         ctx.set_output(0, dt, (batch, frames, bins, 2))
         geom = [frames, length * c_in, step * c_in, c_in, frame, c_in,
                 frames * bins * 2, bins * 2, 2, bins, 2, frame, FORWARD, batch * frames]
-        ctx.prepared = _prepare(geom, frame)
+        ctx.prepared = _prepare(geom, frame, ctx.exact)
 
     def run(self, ctx: RunContext) -> None:
         def body(ins, outs):
@@ -377,8 +415,17 @@ def _emit(ctx: RunContext, fill, *args) -> None:
 
 def _cosine_window(w, a0, a1, a2, period):
     for k in range(w.size):
-        a = TAU * k / period if period else math.pi     # size 1, symmetric: the centre
-        w[k] = a0 - a1 * math.cos(a) + a2 * math.cos(2.0 * a)
+        if EXACT:
+            j, n = k, period
+            if period == 0:             # size 1, symmetric: the centre (half a turn)
+                j, n = 1, 2
+            c1 = cos_sin_turn(j, n)[0]
+            c2 = cos_sin_turn(2 * j, n)[0]
+        else:
+            a = TAU * k / period if period else math.pi     # size 1, symmetric: the centre
+            c1 = math.cos(a)
+            c2 = math.cos(2.0 * a)
+        w[k] = a0 - a1 * c1 + a2 * c2
 
 
 _WINDOW = Variants(_cosine_window, "cosine_window")
@@ -386,6 +433,8 @@ _WINDOW = Variants(_cosine_window, "cosine_window")
 
 class _Window(OpKernel):
     """w[n] = a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N) (module docstring)."""
+
+    supports_exact = True
 
     COEFFS = (0.5, 0.5, 0.0)
 
@@ -403,7 +452,7 @@ class _Window(OpKernel):
             ctx.bad_input(f"the window size must not be negative, got {size}")
         ctx.set_output(0, self.dtype, (size,))
         period = size if self.periodic else size - 1
-        ctx.prepared = (float(period), _WINDOW.get(ctx.exact))
+        ctx.prepared = (period, _WINDOW.get(ctx.exact))
 
     def run(self, ctx: RunContext) -> None:
         period, fn = ctx.prepared
@@ -440,8 +489,19 @@ def _mel_bands(w, edges, bands):
 _MEL = Variants(_mel_bands, "mel_bands")
 
 
+def _exact_ufunc(fn):
+    """An exactmath scalar function over a float64 scalar or array (plan-time use only)."""
+    def apply(v):
+        a = np.asarray(v, np.float64)
+        out = np.array([fn(x) for x in a.reshape(-1)], np.float64).reshape(a.shape)
+        return out if a.ndim else np.float64(out)
+    return apply
+
+
 class MelWeightMatrix(OpKernel):
     """Triangular mel filters over a one-sided spectrum (module docstring)."""
+
+    supports_exact = True
 
     def __init__(self, node):
         super().__init__(node)
@@ -465,10 +525,14 @@ class MelWeightMatrix(OpKernel):
             ctx.bad_input(f"num_mel_bins {bands}, dft_length {n} and sample_rate {rate} must be "
                           "positive")
         bins = n // 2 + 1
+        log1p, log, expm1 = (_exact_ufunc(_xm.log1p), _exact_ufunc(_xm.log),
+                             _exact_ufunc(_xm.expm1)) if ctx.exact else (np.log1p, np.log,
+                                                                         np.expm1)
         with np.errstate(all="ignore"):
-            lo, hi = (2595.0 * np.log1p(f / 700.0) / np.log(10.0) for f in edges_hz)
+            ln10 = log(np.float64(10.0))
+            lo, hi = (2595.0 * log1p(np.float64(f) / 700.0) / ln10 for f in edges_hz)
             mel = np.arange(bands + 2) * ((hi - lo) / (bands + 2)) + lo
-            hz = 700.0 * np.expm1(mel / 2595.0 * np.log(10.0))
+            hz = 700.0 * expm1(mel / 2595.0 * ln10)
             edges = np.floor((n + 1) * hz / rate)
         if not (np.isfinite(edges).all() and (edges >= 0).all() and (edges < bins).all()):
             ctx.bad_input(f"the band edges {edges_hz[0]} Hz to {edges_hz[1]} Hz do not fall in "

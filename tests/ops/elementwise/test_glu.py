@@ -5,9 +5,11 @@ import numpy as np
 import pytest
 
 import graphrt
-from graphrt import ErrorKind, SessionError
+from graphrt import ErrorKind
 
-from ...helpers import EXACT, compare, error, model_of, uniform
+from graphrt.kernels.math import exactmath
+
+from ...helpers import bits, compare, error, model_of, threads, uniform
 
 
 F32 = np.float32
@@ -31,8 +33,13 @@ def test_swiglu_empty_and_no_broadcast():
     assert "broadcast" in msg
 
 
-def test_swiglu_is_not_exact():
-    model = model_of("SwiGLU", {"A": uniform((2,)), "B": uniform((2,))}, [("Y", F32)], opset=28)
-    with pytest.raises(SessionError) as info:
-        graphrt.Session(model, EXACT)
-    assert info.value.kind == ErrorKind.EXACT_MODE_UNAVAILABLE
+def test_swiglu_exact_is_own_swish_times_b_at_any_thread_count():
+    """Exact mode: y = fl(swish_alpha(a) * b) with graphrt's own swish (one rounding)."""
+    a, b = uniform((300, 257), F32, 5, -6), uniform((300, 257), F32, 6, -2)   # parallel
+    model = model_of("SwiGLU", {"A": a, "B": b}, [("Y", F32)], {"alpha": 1.5}, opset=28)
+    got = [graphrt.Session(model, threads(n)).run(None, {"A": a, "B": b})[0] for n in (1, 2)]
+    np.testing.assert_array_equal(bits(got[0]), bits(got[1]))
+    want = np.array([exactmath.swish(v, F32(1.5)) for v in a.ravel()[:500]], F32) * b.ravel()[:500]
+    np.testing.assert_array_equal(bits(got[0].ravel()[:500]), bits(want))
+
+

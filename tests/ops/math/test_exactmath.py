@@ -21,7 +21,9 @@ mp = pytest.importorskip("mpmath").mp
 # small margin. float32 results are computed in float64 and rounded once: 0.5 ulp + 2**-20.
 BOUND64 = {"exp": 0.52, "expm1": 0.56, "log": 0.51, "log1p": 0.52, "tanh": 0.62,
            "sigmoid": 0.52, "erf": 0.9, "erfc": 0.85, "softplus": 0.52, "mish": 0.52,
-           "gelu": 0.88, "gelu_tanh": 0.52, "swish": 0.52, "pow": 0.55}
+           "gelu": 0.88, "gelu_tanh": 0.52, "swish": 0.52, "pow": 0.55,
+           "sin": 0.52, "cos": 0.52, "tan": 0.52, "asin": 0.52, "acos": 0.52, "atan": 0.52,
+           "sinh": 0.52, "cosh": 0.52, "asinh": 0.52, "acosh": 0.52, "atanh": 0.52}
 BOUND32 = 0.5 + 2.0 ** -20
 SUBNORMAL_BOUND = 1.0       # float64 results below 2**-1022 (their scaling rounds twice)
 
@@ -41,7 +43,11 @@ REFERENCE = {
     "mish": lambda x: x * mp.tanh(mp.log1p(mp.exp(x))),
     "gelu": lambda x: x / 2 * mp.erfc(-x / mp.sqrt(2)),
     "gelu_tanh": _gelu_tanh,
+    "sin": mp.sin, "cos": mp.cos, "tan": mp.tan, "asin": mp.asin, "acos": mp.acos,
+    "atan": mp.atan, "sinh": mp.sinh, "cosh": mp.cosh, "asinh": mp.asinh, "acosh": mp.acosh,
+    "atanh": mp.atanh,
 }
+TRIG = ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh")
 # where the samples come from: uniform (lo, hi) for float64; float32 samples are clipped to
 # float32's range of the function
 DOMAIN = {"exp": (-745.2, 709.8), "expm1": (-50, 709.7), "log": None, "log1p": None,
@@ -52,10 +58,39 @@ DOMAIN32 = {"exp": (-104, 88.8), "expm1": (-20, 88.7), "sigmoid": (-104, 20),
             "gelu_tanh": (-12, 10)}
 
 
+# doubles x (random k) nearest k pi/2, and the double nearest a multiple of pi/2 (relative to
+# its size: x mod pi/2 = 4.7e-19)
+HARD_TRIG = [6381956970095103 * 2.0 ** 797, 5 * 2.0 ** 1020, 1.5707963267948966, 1e22, 1e300,
+             1.7976931348623157e308, 355.0, 103993.0, 2.0 ** 19, 2.0 ** 20, 1e6, 1e6 - 0.5]
+
+
+def _trig_samples(name, dtype, n, rng, small):
+    sign = rng.choice([-1.0, 1.0], n)
+    big = 38 if dtype == np.float32 else 308
+    if name in ("sin", "cos", "tan"):
+        k = np.floor(10.0 ** rng.uniform(0, 6, n // 4))
+        return [rng.uniform(-10, 10, n), rng.uniform(-1e6, 1e6, n // 2),
+                sign * 10.0 ** rng.uniform(-30, big, n), k * (np.pi / 2), small, HARD_TRIG]
+    if name in ("asin", "acos", "atanh"):
+        return [rng.uniform(-1, 1, n), sign * (1 - 10.0 ** rng.uniform(-16, -1, n)), small]
+    if name == "atan":
+        return [rng.uniform(-3, 3, n), sign * 10.0 ** rng.uniform(-30, big, n), small]
+    if name in ("sinh", "cosh"):
+        hi = 89.4 if dtype == np.float32 else 710.5
+        return [rng.uniform(-hi, hi, n), rng.uniform(-3, 3, n), small]
+    if name == "asinh":
+        return [rng.uniform(-3, 3, n), sign * 10.0 ** rng.uniform(-30, big, n), small]
+    assert name == "acosh"
+    return [rng.uniform(1, 3, n), 1 + 10.0 ** rng.uniform(-16, 1, n),
+            10.0 ** rng.uniform(0, big, n)]
+
+
 def samples(name, dtype, n, seed):
     rng = np.random.default_rng(seed)
     small = rng.choice([-1.0, 1.0], n // 4) * 10.0 ** rng.uniform(-30, 0, n // 4)
-    if name == "log":
+    if name in TRIG:
+        xs = _trig_samples(name, dtype, n, rng, small)
+    elif name == "log":
         hi = 88 if dtype == np.float32 else 709
         xs = [np.exp(rng.uniform(-hi, hi, n)), rng.uniform(0.5, 2.0, n // 2),
               1 + rng.uniform(-1e-3, 1e-3, n // 4), np.abs(small)]
@@ -67,7 +102,9 @@ def samples(name, dtype, n, seed):
     else:
         lo, hi = (DOMAIN32 if dtype == np.float32 else {}).get(name, DOMAIN[name])
         xs = [rng.uniform(lo, hi, n), rng.uniform(-3, 3, n // 2), small]
-    return np.concatenate(xs).astype(dtype)
+    with np.errstate(over="ignore"):
+        xs = np.concatenate(xs).astype(dtype)
+    return xs[np.isfinite(xs)]
 
 
 def ulp_error(got, ref, dtype) -> float:
@@ -148,6 +185,64 @@ def same(a, b) -> bool:
     return bool((np.isnan(a) and np.isnan(b)) or (a == b and np.signbit(a) == np.signbit(b)))
 
 
+def test_special_values_of_the_trigonometric_functions():
+    """C99 Annex F: odd functions keep the sign of zero; NaN for NaN, for the infinities of
+    sin, cos, tan and outside the domains of asin, acos, acosh and atanh; the poles and limits
+    (atanh(±1) = ±inf, atan(±inf) = ±pi/2, ...)."""
+    nan, inf = np.nan, np.inf
+    for t in (np.float32, np.float64):
+        pio2, pi = t(np.pi / 2), t(np.pi)
+        cases = {
+            "sin": [(0.0, 0.0), (-0.0, -0.0), (inf, nan), (-inf, nan), (nan, nan)],
+            "cos": [(0.0, 1.0), (-0.0, 1.0), (inf, nan), (-inf, nan), (nan, nan)],
+            "tan": [(0.0, 0.0), (-0.0, -0.0), (inf, nan), (-inf, nan), (nan, nan)],
+            "asin": [(0.0, 0.0), (-0.0, -0.0), (1.0, pio2), (-1.0, -pio2), (1.5, nan),
+                     (-inf, nan), (nan, nan)],
+            "acos": [(1.0, 0.0), (-1.0, pi), (0.0, pio2), (-0.0, pio2), (1.5, nan),
+                     (inf, nan), (nan, nan)],
+            "atan": [(0.0, 0.0), (-0.0, -0.0), (inf, pio2), (-inf, -pio2), (nan, nan),
+                     (1e300 if t == np.float64 else 1e38, pio2)],
+            "sinh": [(0.0, 0.0), (-0.0, -0.0), (inf, inf), (-inf, -inf), (nan, nan),
+                     (1000.0, inf), (-1000.0, -inf)],
+            "cosh": [(0.0, 1.0), (-0.0, 1.0), (inf, inf), (-inf, inf), (nan, nan),
+                     (1000.0, inf), (-1000.0, inf)],
+            "asinh": [(0.0, 0.0), (-0.0, -0.0), (inf, inf), (-inf, -inf), (nan, nan)],
+            "acosh": [(1.0, 0.0), (inf, inf), (0.5, nan), (0.0, nan), (-inf, nan), (nan, nan)],
+            "atanh": [(0.0, 0.0), (-0.0, -0.0), (1.0, inf), (-1.0, -inf), (1.5, nan),
+                      (-inf, nan), (nan, nan)],
+        }
+        for name, pairs in cases.items():
+            for x, want in pairs:
+                got = getattr(xm, name)(t(x))
+                assert same(got, t(want)), (name, t, x, got, want)
+        if t == np.float32:
+            big = [t(8.9e37), t(-3.4e38), t(1e20), t(12345.678)]
+        else:
+            big = [t(v) for v in HARD_TRIG]
+        for x in big:       # sin**2 + cos**2 and tan = sin/cos hold closely far out
+            s, c = float(xm.sin(x)), float(xm.cos(x))
+            assert abs(s * s + c * c - 1) < 1e-6
+            assert abs(float(xm.tan(x)) - s / c) <= 1e-5 * abs(s / c)
+
+
+def test_cos_sin_turn():
+    """cos and sin of 2 pi j / n: exact at multiples of a quarter turn, within 0.51 ulp
+    elsewhere, j taken modulo n exactly (no large angles)."""
+    for n in (1, 2, 3, 4, 5, 8, 12, 360, 1000, 1024, 4097):
+        for j in (0, 1, 2, n // 4, n // 3, n // 2, n - 1, n, 3 * n + 1, -1, -n // 4,
+                  10**12 * n + 7):
+            c, s = xm.cos_sin_turn(j, n)
+            if (4 * j) % n == 0:
+                q = (4 * j // n) % 4
+                assert (c, s) == ((1.0, 0.0), (0.0, 1.0), (-1.0, 0.0), (0.0, -1.0))[q], (j, n)
+                assert not np.signbit(c if q % 2 else s), (j, n)       # +0
+                continue
+            with mp.workprec(160):
+                a = 2 * mp.pi * (j % n) / n
+                for got, want in ((c, mp.cos(a)), (s, mp.sin(a))):
+                    assert ulp_error(got, want, np.float64) <= 0.51, (j, n, got)
+
+
 def test_special_values():
     nan, inf = np.nan, np.inf
     for dtype in (np.float32, np.float64):
@@ -182,6 +277,9 @@ def test_special_values():
         assert same(xm.swish(t(inf), t(-1)), t(0.0))
         # subnormal inputs
         tiny = t(1e-40) if dtype == np.float32 else t(5e-320)
+        for name in ("sin", "tan", "asin", "atan", "sinh", "asinh", "atanh"):
+            assert same(getattr(xm, name)(tiny), tiny) and same(getattr(xm, name)(-tiny), -tiny)
+        assert xm.cos(tiny) == 1 and xm.cosh(tiny) == 1
         assert xm.exp(tiny) == 1 and xm.expm1(tiny) == tiny and xm.tanh(tiny) == tiny
         assert xm.log(tiny) == t(np.log(np.float64(tiny)))
     # pow's C99 cases (Python's math.pow, where it raises: the C99 pole and NaN results)
@@ -203,7 +301,7 @@ def test_special_values():
 # ----------------------------------------------------------------------------- same bits elsewhere
 
 UNARY = ("exp", "expm1", "log", "log1p", "tanh", "sigmoid", "erf", "erfc", "softplus", "mish",
-         "gelu", "gelu_tanh")
+         "gelu", "gelu_tanh") + TRIG
 
 
 def fixed_inputs(dtype):
@@ -228,6 +326,8 @@ def all_bits() -> dict:
         out[f"swish_{dtype.__name__}"] = np.array([xm.swish(v, dtype(1.702)) for v in xs], dtype)
         out[f"pow_{dtype.__name__}"] = np.array(
             [xm.pow(abs(a), b / 64) for a, b in zip(xs, ys)], dtype)
+    out["cos_sin_turn"] = np.array([xm.cos_sin_turn(j, n) for n in (3, 7, 100, 4097)
+                                    for j in range(0, 3 * n, max(n // 50, 1))])
     return {k: v.view(np.uint32 if v.dtype == np.float32 else np.uint64) for k, v in out.items()}
 
 
@@ -235,7 +335,7 @@ def all_bits() -> dict:
 # fast-math flags (contract would let any backend fuse a multiply and an add)
 FORBIDDEN = re.compile(
     r"declare [^@]*@(llvm\.(fma|fmuladd|exp|exp2|log|log2|log10|pow|sin|cos)\.|exp|expf|log|"
-    r"logf|log1p|expm1|tanh|tanhf|erf|erff|pow|powf)\b"
+    r"logf|log1p|expm1|tanh|tanhf|erf|erff|pow|powf|a?(sin|cos|tan)h?f?|atan2f?|sincosf?)\b"
     r"|= (f(add|sub|mul|div|neg|cmp)|call) (fast|contract|reassoc|nnan|ninf|nsz|arcp|afn)\b")
 
 
@@ -244,7 +344,7 @@ def _dump(path: str) -> None:
     FORBIDDEN (inspection needs a fresh compile, hence the empty cache there)."""
     bad = []
     np.savez(path, **all_bits())
-    for name in UNARY + ("swish", "pow"):
+    for name in UNARY + ("swish", "pow", "cos_sin_turn"):
         fn = getattr(xm, name)
         for sig in fn.signatures:
             bad += [f"{name}{sig}: {m.group(0)}" for m in FORBIDDEN.finditer(fn.inspect_llvm(sig))]
@@ -265,7 +365,8 @@ def test_same_bits_on_generic_path_and_no_libm_or_fma(tmp_path):
     ("Exp", "exp", {}, 17), ("Log", "log", {}, 17), ("Tanh", "tanh", {}, 17),
     ("Erf", "erf", {}, 17), ("Sigmoid", "sigmoid", {}, 17), ("Softplus", "softplus", {}, 17),
     ("Mish", "mish", {}, 18), ("Gelu", "gelu", {}, 20),
-    ("Gelu", "gelu_tanh", {"approximate": "tanh"}, 20)])
+    ("Gelu", "gelu_tanh", {"approximate": "tanh"}, 20)] + [
+    (name.capitalize(), name, {}, 17) for name in TRIG])
 def test_exact_operators_are_these_functions_at_1_and_2_threads(op, fn, attrs, opset):
     """Above the parallel threshold, an exact-mode session at 1 and at 2 threads gives
     exactly the scalar function's bits, NaN rewritten to the canonical NaN."""

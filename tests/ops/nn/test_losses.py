@@ -5,10 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import graphrt
-from graphrt import ErrorKind, SessionError
+from graphrt import ErrorKind
 
-from ...helpers import EXACT, check, fails, ints, one_node, rand, run
+from ...helpers import EXACT, bits, check, fails, ints, rand, run, threads
 
 
 # ----------------------------------------------------------------------------- losses
@@ -47,6 +46,8 @@ def test_softmax_cross_entropy(shape, reduction, weight, ignore):
     inputs = loss_inputs(shape, weight, ignore, seed=3)
     check("SoftmaxCrossEntropyLoss", inputs, attrs, opset=13, n_out=2, rtol=1e-5, atol=1e-6)
     check("SoftmaxCrossEntropyLoss", inputs, attrs, opset=13, n_out=1, rtol=1e-5, atol=1e-6)
+    check("SoftmaxCrossEntropyLoss", inputs, attrs, opset=13, n_out=2, options=EXACT, rtol=1e-5,
+          atol=1e-6)
 
 
 def test_losses_other_types():
@@ -69,7 +70,11 @@ def test_loss_all_ignored_mean_is_nan_and_errors():
     fails(ErrorKind.INVALID_MODEL, "NegativeLogLikelihoodLoss", [x, np.array([0, 1]), rand(2)])
     fails(ErrorKind.INVALID_MODEL, "NegativeLogLikelihoodLoss", [x, np.array([0, 1])],
           {"reduction": "max"})
-    model = one_node("SoftmaxCrossEntropyLoss", [x, np.array([0, 1])])
-    with pytest.raises(SessionError) as info:
-        graphrt.Session(model, EXACT)
-    assert info.value.kind == ErrorKind.EXACT_MODE_UNAVAILABLE
+
+
+def test_softmax_cross_entropy_exact_bits_do_not_depend_on_threads():
+    inputs = loss_inputs((64, 300, 5), True, None, seed=7)       # parallel, 300 classes
+    got = [run("SoftmaxCrossEntropyLoss", inputs, {"reduction": "none"}, 13, n_out=2,
+               options=threads(n)) for n in (1, 2)]
+    for a, b in zip(*got):
+        np.testing.assert_array_equal(bits(a), bits(b))

@@ -9,7 +9,8 @@ import pytest
 
 from graphrt import ErrorKind, SessionOptions
 
-from ...helpers import EXACT, bits, close, expect_error, i64, ours, rand, reference
+from ...helpers import (EXACT, bits, close, expect_error, i64, ours, pairwise_sum, rand,
+                        reference)
 
 
 # ----------------------------------------------------------------------------- Reduce*
@@ -125,13 +126,6 @@ def test_reduce_nan_and_infinities():
           np.array([[1000 + np.log(2)]], np.float32))
 
 
-def sequential_sum(x, axes):
-    """float32 sums in the documented order: reduced index ascending, row-major."""
-    kept = [d for d in range(x.ndim) if d not in axes]
-    y = np.transpose(x, kept + sorted(axes)).reshape(*(x.shape[d] for d in kept), -1)
-    return np.cumsum(y, axis=-1, dtype=x.dtype)[..., -1]
-
-
 @pytest.mark.parametrize("axes", [[1], [0], [0, 2], [0, 1, 2]])
 def test_reduce_sum_exact_order_and_threads(axes):
     x = rand((64, 40, 33), seed=6) * 1000     # 84k elements: parallel
@@ -140,10 +134,11 @@ def test_reduce_sum_exact_order_and_threads(axes):
     two = ours("ReduceSum", [x, i64(*axes)], {"keepdims": 0}, consts=(1,),
                options=SessionOptions(mode="exact", intra_op_threads=2))
     np.testing.assert_array_equal(bits(one), bits(two))
-    np.testing.assert_array_equal(bits(one), bits(sequential_sum(x, axes)))
+    np.testing.assert_array_equal(bits(one), bits(pairwise_sum(x, axes)))
     fast = [ours("ReduceSum", [x, i64(*axes)], {"keepdims": 0}, consts=(1,),
                  options=SessionOptions(intra_op_threads=n)) for n in (1, 2)]
     np.testing.assert_array_equal(bits(fast[0]), bits(fast[1]))
+    np.testing.assert_array_equal(bits(fast[0]), bits(one))     # the sum's order is both modes'
 
 
 def test_reduce_exact_flags_and_canonical_nan():

@@ -6,10 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import graphrt
-from graphrt import ErrorKind, SessionError, SessionOptions
+from graphrt import ErrorKind, SessionOptions
 
-from ...helpers import fails, one_node, rand, reference, run
+from ...helpers import fails, rand, reference, run
 
 
 # ----------------------------------------------------------------------------- oracle
@@ -141,9 +140,36 @@ def test_dft_errors():
     fails(ErrorKind.INVALID_INPUT, "DFT", [rand((2, 1, 2)), np.array(0, np.int64)],
           {"onesided": 1, "inverse": 1}, opset=20)
     fails(ErrorKind.UNSUPPORTED, "DFT", [x.astype(np.int32)], opset=20)
-    with pytest.raises(SessionError) as info:
-        graphrt.Session(one_node("DFT", [x], opset=20), SessionOptions(mode="exact"))
-    assert info.value.kind == ErrorKind.EXACT_MODE_UNAVAILABLE
+
+
+# ----------------------------------------------------------------------------- exact mode
+
+EXACT1 = SessionOptions(mode="exact", intra_op_threads=1)
+EXACT2 = SessionOptions(mode="exact", intra_op_threads=2)
+
+
+@pytest.mark.parametrize("length", [10, 64, 37])     # direct, radix 2, Bluestein
+def test_dft_exact_mode_same_bits_at_1_and_2_threads(length):
+    """Exact mode: the oracle's values (the twiddles within 0.51 ulp: a few float64 ulps of
+    the line's norm), and the same bits at 1 and 2 threads over enough lines for a parallel
+    launch, forward and inverse, float32 and float64."""
+    for dtype, tol in ((np.float32, 1e-5), (np.float64, 1e-12)):
+        x = rand((4096 // length + 1, length, 2), dtype, seed=length)
+        for inverse in (0, 1):
+            got = run("DFT", [x], {"inverse": inverse}, opset=20, options=EXACT1)[0]
+            check_close(got, direct_dft(as_complex(x, 1), length, bool(inverse)), 1, tol)
+            again = run("DFT", [x], {"inverse": inverse}, opset=20, options=EXACT2)[0]
+            assert np.array_equal(got.view(np.uint8), again.view(np.uint8))
+
+
+def test_stft_exact_mode():
+    x = rand((3, 700, 1), seed=5)
+    inputs = [x, np.array(6, np.int64), np.hanning(48).astype(np.float32)]
+    got = run("STFT", inputs, opset=17, consts=(1,), options=EXACT1)[0]
+    want = stft_oracle(x, 6, 48, inputs[2])
+    check_close(got.reshape(-1, want.shape[-1], 2), want.reshape(-1, want.shape[-1]), 1)
+    again = run("STFT", inputs, opset=17, consts=(1,), options=EXACT2)[0]
+    np.testing.assert_array_equal(got.view(np.uint32), again.view(np.uint32))
 
 
 # ----------------------------------------------------------------------------- STFT
@@ -245,6 +271,31 @@ def test_window_types_and_sizes():
     fails(ErrorKind.UNSUPPORTED, "HannWindow", [np.array(3.0, np.float32)], opset=17)
 
 
+@pytest.mark.parametrize("op", sorted(WINDOWS))
+def test_windows_exact_mode(op):
+    """Exact mode: float64 windows within 1.2 * 2**-52 of the exact formula (mpmath, the
+    same double coefficients; each cosine within 0.51 ulp, then three roundings), exact at
+    the quarter turns (a periodic Hann window of 8 is 0, .., 0.5, .., 1, .. with exact 0,
+    0.5 and 1), and float32 the rounded float64 window."""
+    mp = pytest.importorskip("mpmath").mp
+    a0, a1, a2 = WINDOWS[op]
+    for size, periodic in ((8, 1), (11, 0), (1000, 1), (1, 0)):
+        attrs = {"periodic": periodic, "output_datatype": 11}
+        got = run(op, [np.array(size, np.int64)], attrs, opset=17, options=EXACT1)[0]
+        period = (size if periodic else size - 1) or 2
+        k = range(size) if size > 1 or periodic else [1]
+        with mp.workprec(120):
+            want = np.array([float(mp.mpf(a0) - a1 * mp.cos(2 * mp.pi * j / period)
+                                   + a2 * mp.cos(4 * mp.pi * j / period)) for j in k])
+        np.testing.assert_allclose(got, want, rtol=0, atol=1.2 * 2.0 ** -52)
+        f32 = run(op, [np.array(size, np.int64)], {"periodic": periodic}, opset=17,
+                  options=EXACT2)[0]
+        np.testing.assert_array_equal(f32, got.astype(np.float32))
+    hann = run("HannWindow", [np.array(8, np.int64)], {"output_datatype": 11}, opset=17,
+               options=EXACT1)[0]
+    assert hann[0] == 0 and hann[2] == 0.5 and hann[4] == 1 and hann[6] == 0.5
+
+
 # ----------------------------------------------------------------------------- MelWeightMatrix
 
 @pytest.mark.parametrize("bands,n,rate,lo,hi", [(8, 16, 8192, 0.0, 4096.0),
@@ -261,6 +312,8 @@ def test_mel_weight_matrix_matches_reference(bands, n, rate, lo, hi):
     f64 = run("MelWeightMatrix", inputs, {"output_datatype": 11}, opset=17)[0]
     assert f64.dtype == np.float64
     np.testing.assert_allclose(f64, want, atol=1e-7)
+    exact = run("MelWeightMatrix", inputs, opset=17, options=EXACT1)[0]     # exactmath's logs
+    np.testing.assert_array_equal(exact, got)
 
 
 def test_mel_weight_matrix_errors():

@@ -1,0 +1,1 @@
+"""Image operators: ImageDecoder (through Pillow, the optional extra ``graphrt[image]``)."""

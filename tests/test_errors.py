@@ -224,3 +224,13 @@ def test_names_that_are_not_utf8_text_are_an_invalid_model():
             graphrt.Session(raw.replace(good, broken))
         assert info.value.kind == ErrorKind.INVALID_MODEL
         assert "not UTF-8 text" in str(info.value)
+
+
+def test_absurd_output_extents_are_refused_before_any_per_position_work():
+    """Found by the zoo fuzzer: MaxPool pads of 2**62 made an output extent of 2**62, and the
+    pool's window table was built position by position (a hang)."""
+    model = make([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2],
+                                   pads=[1 << 31, 1 << 31, 1 << 62, 1 << 31])],
+                 [tensor("x", F, [1, 1, 4, 4])], [tensor("y", F, None)])
+    e = err(graphrt.Session(model).run, None, {"x": np.zeros((1, 1, 4, 4), np.float32)})
+    assert e.kind is ErrorKind.UNSUPPORTED and "2 GiB" in str(e) and "MaxPool" in str(e)

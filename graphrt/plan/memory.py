@@ -17,8 +17,10 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass, field
 
+from ..kernels.core.base import MAX_VALUE_BYTES
+
 ALIGN = 64
-MAX_SLAB = 2 << 30
+MAX_SLAB = MAX_VALUE_BYTES
 
 
 def _round(n: int) -> int:

@@ -28,7 +28,28 @@ count. float16 is computed in float32 and rounded once. bfloat16
 computed in float32 with every step of the operator's function body rounded to bfloat16: Q
 and K times the rounded sqrt(scale), the product, softcap's divide/tanh/multiply, the bias
 add, and (unless softmax_precision asks for a wider type) the softmax's subtract, exp, each
-running-sum add and divide. Uses exp and tanh: not an exact-mode kernel.
+running-sum add and divide.
+
+The order, in both modes (R rounds to the work type -- float32 for float16 -- or, on the
+bfloat16 path, to bfloat16; W to the softmax precision, bfloat16 on that path unless
+softmax_precision is given):
+
+    a_ij  = Product's sum over d ascending, acc = acc + q_id * k_jd (exact mode: a rounded
+            multiply then a rounded add; fast mode may fuse them)
+    x_ij  = R(a_ij * scale)                                  mode 0 output
+    x_ij  = R(softcap * R(tanh(R(x_ij / softcap))))          softcap > 0; mode 1 output
+    x_ij  = R(x_ij + bias_ij)                                mode 2 output
+    m_i   = max_j x_ij (NaN when one is NaN); 0 when it is -inf
+    e_ij  = W(exp(W(x_ij - m_i)))                            in the softmax precision
+    s_i   = sum_j e_ij in core/summation.py's blocked pairwise order, in the softmax
+            precision (the bfloat16-rounded softmax: j ascending, every add rounded to
+            bfloat16); 1 when it is 0
+    p_ij  = R(W(e_ij / s_i)), 0 for a row whose keys are all masked     mode 3 output
+    Y_i   = Product's sum over j ascending of p_ij * v_j, rounded once to a narrow type
+
+Fast mode uses libm's exp (vecmath.vexp, vectorised apart from the sum) and tanh; the exact
+variants are compiled without fast-math and use graphrt's own exp and tanh (exactmath),
+and every NaN they write (Y, the fourth output, the probabilities) is the canonical NaN.
 
 RotaryEmbedding: the first rotary_embedding_dim values x of each head (halves, or
 even/odd pairs when interleaved) are rotated by the cached cos/sin of their position:
@@ -44,14 +65,17 @@ from numba import njit, prange
 
 from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext, scratch
-from ..core.broadcast import PARALLEL_MIN
+from ..core.broadcast import PARALLEL_MIN, put
 from ..core.floats import BF16, F16, F32, F64, FLOATS, HALF, compute_dtype, round_to, widen
 from ..core.jit import Variants
+from ..core.summation import VALUES
 from ..gemm.product import Product
+from ..math.exactmath import FastExact, exp as _own_exp, tanh as _own_tanh
 from ..math.vecmath import vexp
 
 EXACT = False
-ROUND = SROUND = None
+ROUND = SROUND = EXP = TANH = DENOMINATOR = None       # bound per variant (_row_variants)
+_SUM = VALUES.run
 
 _SOFTMAX_DTYPES = {1: F32, 10: F16, 11: F64, 16: F32}
 
@@ -59,11 +83,13 @@ _SOFTMAX_DTYPES = {1: F32, 10: F16, 11: F64, 16: F32}
 _S, _T, _HQ, _TM, _MODE, _CAUSAL, _LEFT, _RIGHT, _KIND, _PAD = range(10)
 
 
-def _rows(scores, out3, mask, ms, offset, nonpad, par, scale, softcap, zero, ninf, wide,
+def _rows(scores, ex, out3, mask, ms, offset, nonpad, par, scale, softcap, zero, ninf, wide,
           tasks):
     """The row step over scores (B*Hq*S rows of T), in place: scores become probabilities.
-    ``ms`` are the mask's element strides over (b, h, i, j); ``zero`` and ``ninf`` are 0 and
-    -inf in the work type, ``wide`` a zero of the softmax precision."""
+    ``ex`` holds the exponentials in the softmax precision (``scores`` itself unless that
+    is wider than the work type); ``ms`` are the mask's element strides over (b, h, i, j);
+    ``zero`` and ``ninf`` are 0 and -inf in the work type, ``wide`` a zero of the softmax
+    precision."""
     s_len = par[_S]
     t_len = par[_T]
     hq = par[_HQ]
@@ -78,9 +104,11 @@ def _rows(scores, out3, mask, ms, offset, nonpad, par, scale, softcap, zero, nin
     # operations in the same order), the exponentials apart from the sum so they vectorise
     simple = mode < 0 and kind == 0 and not causal and left < 0 and right < 0 and not pad \
         and not softcap > 0
+    same = ex.ctypes.data == scores.ctypes.data
     for r in prange(tasks):
+        base = r * t_len
         if simple:
-            b0 = np.uint64(r * t_len)
+            b0 = np.uint64(base)
             n = np.uint64(t_len)
             m = ninf
             for j in range(n):
@@ -90,21 +118,25 @@ def _rows(scores, out3, mask, ms, offset, nonpad, par, scale, softcap, zero, nin
                     m = x
             if m == ninf:
                 m = zero
-            for j in range(n):
-                scores[b0 + j] = SROUND(vexp(SROUND((wide + scores[b0 + j]) - m)))
-            s = wide
-            for j in range(n):
-                s = SROUND(s + scores[b0 + j])
-            if s == 0:
-                s = wide + 1
-            for j in range(n):
-                scores[b0 + j] = ROUND(SROUND((wide + scores[b0 + j]) / s))
+            # one name for the memory when ex is scores: two fail LLVM's overlap check
+            # at run time and its scalar loop runs
+            if same:
+                for j in range(n):
+                    scores[b0 + j] = SROUND(EXP(SROUND((wide + scores[b0 + j]) - m)))
+                s = DENOMINATOR(scores, base, t_len, wide)
+                for j in range(n):
+                    put(scores, b0 + j, ROUND(SROUND(scores[b0 + j] / s)), EXACT)
+            else:
+                for j in range(n):
+                    ex[b0 + j] = SROUND(EXP(SROUND((wide + scores[b0 + j]) - m)))
+                s = DENOMINATOR(ex, base, t_len, wide)
+                for j in range(n):
+                    put(scores, b0 + j, ROUND(SROUND(ex[b0 + j] / s)), EXACT)
             continue
         i = r % s_len
         bh = r // s_len
         b = bh // hq
         h = bh - b * hq
-        base = r * t_len
         mbase = b * ms[0] + h * ms[1] + i * ms[2]
         off = offset[b]
         allowed = False
@@ -112,11 +144,11 @@ def _rows(scores, out3, mask, ms, offset, nonpad, par, scale, softcap, zero, nin
         for j in range(t_len):
             x = ROUND(scores[base + j] * scale)
             if mode == 0:
-                out3[base + j] = x
+                put(out3, base + j, x, EXACT)
             if softcap > 0:
-                x = ROUND(softcap * ROUND(np.tanh(ROUND(x / softcap))))
+                x = ROUND(softcap * ROUND(TANH(ROUND(x / softcap))))
             if mode == 1:
-                out3[base + j] = x
+                put(out3, base + j, x, EXACT)
             bias = zero
             if kind != 0:
                 if j >= tm:
@@ -136,24 +168,24 @@ def _rows(scores, out3, mask, ms, offset, nonpad, par, scale, softcap, zero, nin
                 allowed = True
             x = ROUND(x + bias)
             if mode == 2:
-                out3[base + j] = x
+                put(out3, base + j, x, EXACT)
             scores[base + j] = x
             if x > m or x != x:
                 m = x
         if m == ninf:
             m = zero
-        s = wide
+        if same:
+            for j in range(t_len):
+                scores[base + j] = SROUND(EXP(SROUND((wide + scores[base + j]) - m)))
+        else:
+            for j in range(t_len):
+                ex[base + j] = SROUND(EXP(SROUND((wide + scores[base + j]) - m)))
+        s = DENOMINATOR(ex, base, t_len, wide)
         for j in range(t_len):
-            e = SROUND(vexp(SROUND((wide + scores[base + j]) - m)))
-            scores[base + j] = e
-            s = SROUND(s + e)
-        if s == 0:
-            s = wide + 1
-        for j in range(t_len):
-            p = ROUND(SROUND((wide + scores[base + j]) / s)) if allowed else wide
-            scores[base + j] = p
+            p = ROUND(SROUND(ex[base + j] / s)) if allowed else wide
+            put(scores, base + j, p, EXACT)
             if mode == 3:
-                out3[base + j] = p
+                put(out3, base + j, p, EXACT)
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -167,13 +199,42 @@ def _to_bf16(v):
     return np.float32(round_to(np.float64(v), 8, -126, 127))
 
 
-_ROWS = Variants(_rows, "attention_rows", parallel=True, ROUND=_keep, SROUND=_keep)
+@njit(cache=True, nogil=True, fastmath=False)
+def _pairwise_denominator(ex, base, n, wide):
+    """The softmax denominator of the row ex[base:base + n] in summation's blocked pairwise
+    order (in ex's type); 1 when it is 0 (an empty or all -inf row)."""
+    s = _SUM(ex, base, n, 1, wide) if n > 0 else wide
+    return ex.dtype.type(1) if s == 0 else s
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _bf16_denominator(ex, base, n, wide):
+    """The same left to right with every add rounded to bfloat16, as the function body's
+    bfloat16 softmax computes."""
+    s = wide
+    for j in range(n):
+        s = _to_bf16(s + ex[base + j])
+    return ex.dtype.type(1) if s == 0 else s
+
+
+_FAST = dict(EXP=vexp, TANH=np.tanh)
+_OWN = dict(EXP=_own_exp, TANH=_own_tanh)
+
+
+def _row_variants(name, **consts):
+    """The fast variants with libm's exp and tanh, the exact ones with graphrt's own."""
+    return FastExact(Variants(_rows, name, parallel=True, **consts, **_FAST),
+                     Variants(_rows, name + "_exact", parallel=True, **consts, **_OWN))
+
+
+_ROWS = _row_variants("attention_rows", ROUND=_keep, SROUND=_keep,
+                      DENOMINATOR=_pairwise_denominator)
 # bfloat16: every step rounded to bfloat16 (the softmax too, unless softmax_precision
 # says otherwise), as the operator's function body computes
-_ROWS_BF16 = Variants(_rows, "attention_rows_bf16", parallel=True, ROUND=_to_bf16,
-                      SROUND=_to_bf16)
-_ROWS_BF16_WIDE = Variants(_rows, "attention_rows_bf16w", parallel=True, ROUND=_to_bf16,
-                           SROUND=_keep)
+_ROWS_BF16 = _row_variants("attention_rows_bf16", ROUND=_to_bf16, SROUND=_to_bf16,
+                           DENOMINATOR=_bf16_denominator)
+_ROWS_BF16_WIDE = _row_variants("attention_rows_bf16w", ROUND=_to_bf16, SROUND=_keep,
+                                DENOMINATOR=_pairwise_denominator)
 
 
 class _Operand:
@@ -210,11 +271,11 @@ class _Operand:
 class _Plan:
     __slots__ = ("q", "k", "v", "past", "nonpad", "work", "dims", "qk", "pv", "rows", "par",
                  "ms", "scale", "root", "softcap", "zero", "ninf", "wide", "mask_kind",
-                 "offset")
+                 "offset", "ex_dtype")
 
 
 class Attention(OpKernel):
-    supports_exact = False
+    supports_exact = True
 
     def __init__(self, node):
         super().__init__(node)
@@ -339,7 +400,7 @@ class Attention(OpKernel):
         variants = _ROWS
         if dt == BF16:
             variants = _ROWS_BF16 if int(self.precision or 16) == 16 else _ROWS_BF16_WIDE
-        p.rows = (rows, variants.get(False, rows * t_len >= PARALLEL_MIN and rows > 1))
+        p.rows = (rows, variants.get(ctx.exact, rows * t_len >= PARALLEL_MIN and rows > 1))
         scale = self.scale if self.scale is not None else 1.0 / math.sqrt(d) if d else 1.0
         root = float(dt.type(math.sqrt(float(scale))))  # Q and K are each scaled by T1(sqrt)
         # bfloat16: Q and K are scaled and rounded in run, as the function body does
@@ -349,6 +410,8 @@ class Attention(OpKernel):
         p.zero, p.ninf = p.work.type(0), p.work.type(-np.inf)
         wide = _SOFTMAX_DTYPES.get(int(self.precision), p.work) if self.precision else p.work
         p.wide = np.float64(0) if wide == F64 else p.work.type(0)
+        # the exponentials in the softmax precision: a buffer of their own when it is wider
+        p.ex_dtype = F64 if wide == F64 and p.work != F64 else None
         ctx.prepared = p
 
     def run(self, ctx: RunContext) -> None:
@@ -386,7 +449,8 @@ class Attention(OpKernel):
             offset = scratch(ctx, np.int64, (batch,))
             np.subtract(nonpad, s_len, out=offset)
         rows, fn = p.rows
-        fn(scores, o3, mask, p.ms, offset, nonpad, p.par, p.scale, p.softcap, p.zero, p.ninf,
+        ex = scores if p.ex_dtype is None else scratch(ctx, p.ex_dtype, (scores.size,))
+        fn(scores, ex, o3, mask, p.ms, offset, nonpad, p.par, p.scale, p.softcap, p.zero, p.ninf,
            p.wide, rows)
         if out3 is not None and o3 is not out3.reshape(-1):
             np.copyto(out3.reshape(-1), o3, casting="unsafe")

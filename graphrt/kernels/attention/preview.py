@@ -30,7 +30,12 @@ in Attention; scale = T(sqrt(scale or 1/sqrt(E)))^2), then score_mod(scores), so
 over the keys, prob_mod(probs), Y = probs V_g. The score tensor (B, Hq, L, S) is in
 softmax_precision (float32 by default, float64 for float64 inputs); the optional
 modifiers are subgraphs run on the whole tensor. Both products go through
-gemm/product.py, the softmax is softmax.py's row kernel (libm exp): not exact.
+gemm/product.py, the softmax is softmax.py's row kernel, the scale one multiply per score.
+An exact-mode kernel: the products' exact path, the softmax's exact variant (graphrt's exp,
+its denominator in summation's pairwise order; the scores rounded to a narrow
+softmax_precision before and after it), canonical NaN; the modifiers' bodies are compiled
+with the session's options, so in exact mode each of their operators must be exact too
+(session creation fails with ExactModeUnavailable naming the first that is not).
 """
 from __future__ import annotations
 
@@ -336,7 +341,7 @@ class _FlexPlan:
 
 
 class FlexAttention(OpKernel):
-    supports_exact = False
+    supports_exact = True
 
     def __init__(self, node):
         super().__init__(node)

@@ -14,6 +14,8 @@ import numpy as np
 from ... import dtypes as _dt
 from ...errors import ErrorKind, SessionError
 
+MAX_VALUE_BYTES = 2 << 30       # one value's limit, the same as the slab's (plan/memory.py)
+
 
 @dataclass(frozen=True)
 class NodeInfo:
@@ -148,8 +150,16 @@ class InferContext:
         return [int(x) for x in np.asarray(v).reshape(-1)]
 
     def set_output(self, i: int, dtype, shape) -> None:
-        self.out_dtypes[i] = np.dtype(dtype)
-        self.out_shapes[i] = tuple(int(d) for d in shape)
+        dtype, shape = np.dtype(dtype), tuple(int(d) for d in shape)
+        size = 1
+        for d in shape:             # Python ints: no overflow, however absurd the extents
+            size *= max(d, 0)
+        if size * dtype.itemsize > MAX_VALUE_BYTES:
+            # refused before the kernel's infer does per-position work (a pad of 2**62)
+            self.fail(f"output {i} would be {list(shape)} {_dt.name_of(dtype)}: more than the "
+                      "2 GiB limit of a plan's memory", ErrorKind.UNSUPPORTED)
+        self.out_dtypes[i] = dtype
+        self.out_shapes[i] = shape
 
     def set_constant_output(self, i: int, value: np.ndarray) -> None:
         value = np.asarray(value)

@@ -9,7 +9,10 @@ from onnx.reference import ReferenceEvaluator
 import graphrt
 from graphrt import ErrorKind, SessionError, SessionOptions
 
-from ...helpers import compare, error, model_of, uniform
+from graphrt.kernels.math.exactmath import exp as own_exp
+
+from ...helpers import (CANONICAL_NAN32, EXACT, bits, compare, error, feeds_of, model_of, threads,
+                        tree_sum, uniform)
 
 
 def qkv(q, k, v, dtype=np.float32, seed=0):
@@ -154,12 +157,108 @@ def test_attention_errors():
     error(ErrorKind.INVALID_MODEL, "Attention", mixed, y, opset=23)
 
 
-def test_attention_is_not_exact():
-    inputs = qkv((1, 1, 2, 4), (1, 1, 2, 4), (1, 1, 2, 4))
-    model = model_of("Attention", inputs, [("Y", F32)], {}, 23)
-    with pytest.raises(SessionError) as info:
-        graphrt.Session(model, SessionOptions(mode="exact"))
-    assert info.value.kind == ErrorKind.EXACT_MODE_UNAVAILABLE
+# ----------------------------------------------------------------------------- exact mode
+
+def gqa_past_inputs(q=(2, 4, 3, 8), kv=(2, 2, 3, 8), past=4, dv=6, dtype=F32, seed=0):
+    """Causal GQA with a past cache (Hq = 2 Hkv)."""
+    inputs = qkv(q, kv, kv[:3] + (dv,), dtype, seed)
+    inputs["attn_mask"] = None
+    inputs["past_key"] = uniform(kv[:2] + (past, kv[3]), dtype, seed + 5, low=0.0)
+    inputs["past_value"] = uniform(kv[:2] + (past, dv), dtype, seed + 6, low=0.0)
+    return inputs
+
+
+def with_present(dtype):
+    return [("Y", dtype), ("present_key", dtype), ("present_value", dtype)]
+
+
+def test_attention_exact_matches_reference():
+    causal_gqa = {"is_causal": 1, "softcap": 1.5}
+    compare("Attention", gqa_past_inputs(), with_present(F32), causal_gqa, 23, rtol=1e-5,
+            atol=1e-6, options=EXACT)
+    compare("Attention", gqa_past_inputs(dtype=np.float64), with_present(np.float64),
+            causal_gqa, 23, rtol=1e-12, atol=1e-12, options=EXACT)
+    # fp16 through float32, a float16 mask broadcast over heads
+    inputs = qkv((2, 4, 3, 8), (2, 2, 5, 8), (2, 2, 5, 8), np.float16)
+    inputs["attn_mask"] = uniform((3, 5), np.float16, 9, low=0.0)
+    compare("Attention", inputs, [("Y", np.float16)], {"is_causal": 1}, 23, rtol=2e-3,
+            atol=2e-3, options=EXACT)
+    # 3-D MQA with a bool mask and the probabilities as the fourth output
+    inputs = qkv((2, 4, 12), (2, 5, 3), (2, 5, 6))
+    inputs["attn_mask"] = np.random.default_rng(3).random((4, 5)) > 0.3
+    compare("Attention", inputs, [("Y", F32), ("", F32), ("", F32), ("qk", F32)],
+            {"q_num_heads": 4, "kv_num_heads": 1, "qk_matmul_output_mode": 3}, 23,
+            options=EXACT)
+
+
+def test_attention_exact_bfloat16_and_wide_softmax():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    bf16 = np.dtype(ml_dtypes.bfloat16)
+    inputs = {k: v.astype(bf16) for k, v in qkv((2, 4, 3, 8), (2, 2, 5, 8), (2, 2, 5, 8)).items()}
+    inputs["attn_mask"] = (uniform((3, 5), F32, 9, low=0.0) - 0.5).astype(bf16)
+    for attrs in ({"is_causal": 1}, {"softmax_precision": 1}):
+        compare("Attention", inputs, [("Y", bf16)], attrs, 23, rtol=1e-3, atol=1e-7,
+                options=EXACT)
+    big = {k: v.astype(bf16) for k, v in qkv((1, 4, 64, 16), (1, 2, 256, 16), (1, 2, 256, 8),
+                                              seed=2).items()}
+    model = model_of("Attention", big, [("Y", bf16)], {"is_causal": 1, "softcap": 3.0}, 23)
+    one, two = (graphrt.Session(model, threads(n)).run(None, big)[0] for n in (1, 2))
+    assert (bits(one) == bits(two)).all()
+    # float32 with a float64 softmax: the exponentials and their sum in float64
+    compare("Attention", qkv((1, 2, 3, 4), (1, 2, 70, 4), (1, 2, 70, 4)),
+            [("Y", F32), ("", F32), ("", F32), ("qk", F32)],
+            {"softmax_precision": 11, "qk_matmul_output_mode": 3}, 23, options=EXACT)
+
+
+def test_attention_exact_probabilities_follow_the_documented_order():
+    # mode 2 gives the biased scores x; mode 3 must be exp(x - m) (graphrt's exp) over
+    # their sum in the blocked pairwise order (T = 150: three blocks of 64)
+    inputs = qkv((1, 2, 4, 8), (1, 2, 150, 8), (1, 2, 150, 4), seed=7)
+    inputs["attn_mask"] = uniform((4, 150), F32, 8) * 3
+    outs = {}
+    for mode in (2, 3):
+        model = model_of("Attention", inputs, [("Y", F32), ("", F32), ("", F32), ("qk", F32)],
+                         {"softcap": 4.0, "qk_matmul_output_mode": mode}, 23)
+        outs[mode] = graphrt.Session(model, EXACT).run(None, feeds_of(model, inputs))[1]
+    x = outs[2]
+    d = (x - x.max(-1, keepdims=True)).astype(F32)
+    e = np.vectorize(lambda v: own_exp(np.float32(v)), otypes=[F32])(d)
+    assert (bits(outs[3]) == bits(e / tree_sum(e)[..., None])).all()
+
+
+def test_attention_exact_threads_and_canonical_nan():
+    # big enough for parallel products and row steps: causal GQA, softcap, past KV, a mask
+    # and the probabilities out
+    inputs = gqa_past_inputs((2, 4, 64, 32), (2, 2, 64, 32), 64, 16, seed=4)
+    inputs["attn_mask"] = uniform((64, 128), F32, 5) * 2
+    inputs["attn_mask"][5, 100] = np.inf      # + the causal -inf: a NaN row (made, not read)
+    inputs["Q"][1, 3, 7, 2] = np.nan
+    outputs = with_present(F32) + [("qk", F32)]
+    attrs = {"is_causal": 1, "softcap": 2.0, "qk_matmul_output_mode": 2}
+    model = model_of("Attention", inputs, outputs, attrs, 23)
+    feeds = feeds_of(model, inputs)
+    one = graphrt.Session(model, threads(1)).run(None, feeds)
+    two = graphrt.Session(model, threads(2)).run(None, feeds)
+    for a, b in zip(one, two):
+        assert (bits(a) == bits(b)).all()
+    y, qk = one[0], one[3]
+    for out in (y, qk):
+        nan = np.isnan(out)
+        assert nan.any() and (bits(out)[nan] == CANONICAL_NAN32).all()
+    assert np.isnan(y[:, :, 5]).all() and np.isnan(y[1, 3, 7]).all()
+    assert np.isnan(y).sum() == (2 * 4 + 1) * 16           # those rows only
+    # fast mode: the same values within float32 tolerance (no NaN here)
+    inputs["attn_mask"][5, 100] = 0.0
+    inputs["Q"][1, 3, 7, 2] = 0.5
+    feeds = feeds_of(model, inputs)
+    exact = graphrt.Session(model, threads(2)).run(None, feeds)
+    fast = graphrt.Session(model, threads(2, exact=False)).run(None, feeds)
+    for e, f in zip(exact, fast):
+        np.testing.assert_allclose(e, f, rtol=1e-5, atol=1e-6)
+    want = ReferenceEvaluator(model_of("Attention", inputs, with_present(F32), attrs, 23)).run(
+        None, feeds)
+    for e, w in zip(exact, want):
+        np.testing.assert_allclose(e, w, rtol=1e-5, atol=1e-6)
 
 
 # ----------------------------------------------------------------------------- RotaryEmbedding

@@ -10,7 +10,7 @@ from onnx import TensorProto, helper
 import graphrt
 from graphrt import ErrorKind, SessionError
 
-from ...helpers import EXACT, compare, error, feeds_of, model_of, uniform
+from ...helpers import EXACT, bits, compare, error, feeds_of, model_of, threads, uniform
 from ...models import const
 
 
@@ -201,7 +201,35 @@ def test_flex_attention_errors():
     inputs["K"] = uniform((2, 3, 5, 8))
     error(ErrorKind.INVALID_MODEL, "FlexAttention", inputs, [("Y", F32)], opset=26,
           domain=PREVIEW)
-    model = model_of("FlexAttention", flex_inputs(), [("Y", F32)], opset=26, domain=PREVIEW)
+
+
+@pytest.mark.parametrize("dtype,attrs,rtol", [(F32, {}, 1e-5), (np.float16, {}, 2e-3),
+                                              (F32, {"softmax_precision": 10}, 2e-3)])
+def test_flex_attention_exact_matches_reference(dtype, attrs, rtol):
+    compare("FlexAttention", flex_inputs(dtype=dtype), [("Y", dtype)], attrs, opset=26,
+            domain=PREVIEW, rtol=rtol, atol=rtol, options=EXACT)
+
+
+def test_flex_attention_exact_modifiers_and_threads():
+    inputs = flex_inputs()
+    attrs = {"score_mod": mod_graph("s", "Add", "bias"), "prob_mod": mod_graph("p", "Mul", "c")}
+    compare("FlexAttention", inputs, [("Y", F32)], attrs, opset=26, domain=PREVIEW,
+            options=EXACT)
+    big = flex_inputs((2, 4, 64, 16), (2, 2, 160, 16), 8)          # parallel softmax rows
+    model = model_of("FlexAttention", big, [("Y", F32)], attrs, opset=26, domain=PREVIEW)
+    one, two = (graphrt.Session(model, threads(n)).run(None, big)[0] for n in (1, 2))
+    assert (bits(one) == bits(two)).all()
+    fast = graphrt.Session(model).run(None, big)[0]
+    np.testing.assert_allclose(one, fast, rtol=1e-5, atol=1e-6)
+    # a modifier body is compiled with the session's options: its operators must be exact
+    noisy = helper.make_graph(
+        [helper.make_node("RandomUniformLike", ["x"], ["y"], dtype=TensorProto.FLOAT)], "n",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = model_of("FlexAttention", inputs, [("Y", F32)], {"prob_mod": noisy}, opset=26,
+                     domain=PREVIEW)
+    graphrt.Session(model)
     with pytest.raises(SessionError) as info:
         graphrt.Session(model, EXACT)
     assert info.value.kind == ErrorKind.EXACT_MODE_UNAVAILABLE
+    assert "RandomUniformLike" in str(info.value)

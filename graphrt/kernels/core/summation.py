@@ -33,6 +33,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from .broadcast import row_offset
 from .jit import _hash_of, rebind
 
 BLOCK = 64
@@ -55,18 +56,6 @@ def push(stack, top, b, s):
         top -= 1
         b >>= 1
     return top
-
-
-@njit(cache=True, nogil=True, fastmath=False)
-def run_start(base, ro, rshape, rstride):
-    """Offset of the ro-th run (C order over the outer reduced axes, all but the last)."""
-    off = base
-    i = ro
-    for d in range(rshape.size - 2, -1, -1):
-        q = i // rshape[d]
-        off += (i - q * rshape[d]) * rstride[d]
-        i = q
-    return off
 
 
 @njit(cache=True, nogil=True, fastmath=False)
@@ -151,7 +140,7 @@ def _set(x, base, rshape, rstride, runs, p):
     stack = np.full(DEPTH, first)
     top = 1
     for ro in range(1, runs):
-        off = run_start(base, ro, rshape, rstride)
+        off = base + row_offset(ro, rshape, rstride)
         top = push(stack, top, ro + 1, RUN_SUM(x, off, rin, rs, p))
     return fold(stack, top)
 
@@ -180,7 +169,7 @@ def _cols(x, base, w, rshape, rstride, runs, p, out, work):
     sets = work[LANES + depth:]
     stop = 0
     for ro in range(runs):
-        off = run_start(base, ro, rshape, rstride)
+        off = base + row_offset(ro, rshape, rstride)
         btop = 0
         b = 0
         for k0 in range(0, rin, BLOCK):

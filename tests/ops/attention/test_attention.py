@@ -7,7 +7,7 @@ import pytest
 from onnx.reference import ReferenceEvaluator
 
 import graphrt
-from graphrt import ErrorKind, SessionError, SessionOptions
+from graphrt import ErrorKind, SessionOptions
 
 from graphrt.kernels.math.exactmath import exp as own_exp
 

@@ -155,18 +155,20 @@ def tree_sum(v):
     return counter_sum(parts)
 
 
-def counter_sum(parts):
-    """Partial sums combined like a binary counter, the rest added newest first."""
+def counter_sum(parts, op=None):
+    """Partial results combined like a binary counter (by ``op``, addition by default), the
+    rest combined newest first."""
+    op = op or (lambda a, b: a + b)
     stack = []
     for b, s in enumerate(parts, 1):
         stack.append(s)
         while b % 2 == 0:
             newest = stack.pop()
-            stack[-1] = stack[-1] + newest
+            stack[-1] = op(stack[-1], newest)
             b //= 2
     total = stack[-1]
     for s in reversed(stack[:-1]):
-        total = s + total
+        total = op(s, total)
     return total
 
 

@@ -234,3 +234,22 @@ def test_absurd_output_extents_are_refused_before_any_per_position_work():
                  [tensor("x", F, [1, 1, 4, 4])], [tensor("y", F, None)])
     e = err(graphrt.Session(model).run, None, {"x": np.zeros((1, 1, 4, 4), np.float32)})
     assert e.kind is ErrorKind.UNSUPPORTED and "2 GiB" in str(e) and "MaxPool" in str(e)
+
+
+def test_huge_strides_with_one_output_position_run_and_huge_planes_are_refused():
+    """Found by the zoo fuzzer: a Conv stride of 2**31 laid out 2**62 stride phases (a hang).
+    One output position does not depend on the stride; reaching over more than 2**31 input
+    positions is refused."""
+    w = np.arange(9, dtype=np.float32).reshape(1, 1, 3, 3)
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+
+    def conv(**attrs):
+        return make([helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], **attrs)],
+                    [tensor("x", F, [1, 1, 4, 4])], [tensor("y", F, None)],
+                    [helper.make_tensor("w", F, [1, 1, 3, 3], w.ravel())])
+    (huge,) = graphrt.Session(conv(strides=[1 << 31, 1 << 31])).run(None, {"x": x})
+    (one,) = graphrt.Session(conv(strides=[1, 1])).run(None, {"x": x})
+    np.testing.assert_array_equal(huge, one[:, :, :1, :1])
+    e = err(graphrt.Session(conv(strides=[1 << 40, 1 << 40], pads=[1 << 41] * 4)).run, None,
+            {"x": x})
+    assert e.kind is ErrorKind.UNSUPPORTED and "Conv" in str(e)

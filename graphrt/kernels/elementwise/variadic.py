@@ -1,14 +1,20 @@
 """Max, Min, Sum, Mean over any number of inputs with numpy broadcasting.
 
-The inputs are folded pairwise into the output in input order with the broadcasting binary
-kernel: out = OP(x0, x1), then out = OP(out, xk) for k = 2, 3, ... (Mean: the sum, then one
-division by the input count). A single input is copied. Output 0 may be input 0's memory:
-each step reads element i of both operands before writing element i.
+The inputs are combined with the broadcasting binary kernel in the order of a binary
+counter (core/summation.py's order for sums, with the inputs in the place of block sums):
+after input k (k = 1, 2, ... in input order) the two newest partial results p, q become
+OP(p, q) once for each trailing zero bit of k, and at the end the partials left are combined
+newest first, OP(p_0, OP(p_1, ...)). For two or three inputs that is OP(OP(x0, x1), x2), the
+input order; for four, OP(OP(x0, x1), OP(x2, x3)). Partial results wait in scratch of the
+output's shape (at most log2(n) + 1 of them); the last step writes the output. Mean: the
+sum, then one division by the input count. A single input is copied. Output 0 may be input
+0's memory: each step reads element i of both operands before writing element i.
 
 - Max/Min: a NaN in any input gives NaN; max(-0, +0) = +0 and min(-0, +0) = -0 whatever the
   order (IEEE 754-2019 maximum/minimum). Exact.
-- Sum: additions in input order, each correctly rounded; Mean adds then divides. Exact.
-  float16 inputs are accumulated in float32 and rounded to float16 once at the end.
+- Sum: each addition correctly rounded, in the order above (an error bound that grows like
+  log2 of the input count); Mean adds then divides. Exact. float16 inputs are accumulated
+  in float32 and rounded to float16 once at the end.
 """
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from ... import dtypes as _dt
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import Walk, broadcast_shape, element_strides
 from ..core.floats import FLOATS, compute_dtype, narrow, result_buffer, widen
 from ..core.pointwise import binary_variants
@@ -68,30 +74,76 @@ class _Variadic(OpKernel):
         shape = broadcast_shape(shapes, ctx.fail)
         ctx.set_output(0, dt, shape)
         full = element_strides(shape, shape)
-        walks = [Walk(shape, [element_strides(shapes[0], shape) if k == 1 else full,
-                              element_strides(shapes[k], shape)]) for k in range(1, n)]
+        steps, temps = counter_steps(n)
+        walks = [Walk(shape, [full if a[0] != "in" else element_strides(shapes[a[1]], shape)
+                              for a in (left, right)]) for left, right, _ in steps]
         parallel = Walk(shape, [full]).parallel
         fn = self.VARIANTS.get(ctx.exact, parallel)
         mean = None
         if self.MEAN:
             count = np.array([n], dtype=compute_dtype(dt))
             mean = (Walk(shape, [full, [0] * len(shape)]), FDIV_VARIANTS.get(ctx.exact, parallel), count)
-        ctx.prepared = (walks, fn, mean)
+        ctx.prepared = (steps, temps, walks, fn, mean)
 
     def run(self, ctx: RunContext) -> None:
-        walks, fn, mean = ctx.prepared
+        steps, temps, walks, fn, mean = ctx.prepared
         out = ctx.flat_out[0]
         buf = result_buffer(ctx, out)
         ins = ctx.flat_in
-        if not walks:
+        if not steps:
             buf[...] = ins[0]
-        for k, w in enumerate(walks, start=1):
-            a = widen(ctx, ins[0]) if k == 1 else buf
-            fn(a, widen(ctx, ins[k]), buf, w.shape, w.strides[0], w.strides[1], w.block, w.tasks)
+        work = [scratch(ctx, compute_dtype(out.dtype), out.shape) for _ in range(temps)]
+
+        def operand(a):
+            return widen(ctx, ins[a[1]]) if a[0] == "in" else buf if a[0] == "out" else work[a[1]]
+
+        for (left, right, dst), w in zip(steps, walks):
+            fn(operand(left), operand(right), operand(dst), w.shape, w.strides[0], w.strides[1],
+               w.block, w.tasks)
         if mean is not None:
             w, div, count = mean
             div(buf, count, buf, w.shape, w.strides[0], w.strides[1], w.block, w.tasks)
         narrow(out, buf)
+
+
+def counter_steps(n: int) -> tuple[list, int]:
+    """The binary-counter order over n operands as steps (left, right, dst), operands being
+    ("in", k), ("tmp", j) or ("out",) (the last step's destination); and the number of
+    scratch partials it needs."""
+    stack, steps, free = [], [], []
+    temps = 0
+
+    def into(left, right):
+        nonlocal temps
+        if left[0] == "tmp":
+            dst = left
+        elif right[0] == "tmp":
+            dst = right
+        elif free:
+            dst = ("tmp", free.pop())
+        else:
+            dst, temps = ("tmp", temps), temps + 1      # (the last step's is the output)
+        for a in (left, right):
+            if a[0] == "tmp" and a != dst:
+                free.append(a[1])
+        steps.append((left, right, dst))
+        return dst
+
+    for k in range(n):
+        stack.append(("in", k))
+        b = k + 1
+        while b % 2 == 0:
+            right = stack.pop()
+            stack.append(into(stack.pop(), right))
+            b //= 2
+    t = stack.pop()
+    while stack:
+        t = into(stack.pop(), t)
+    if steps:
+        left, right, _ = steps[-1]
+        steps[-1] = (left, right, ("out",))
+    used = [a[1] for step in steps for a in step if a[0] == "tmp"]
+    return steps, max(used) + 1 if used else 0
 
 
 class Max(_Variadic):
@@ -109,13 +161,13 @@ class Min(_Variadic):
 
 
 class Sum(_Variadic):
-    """x0 + x1 + ... added in input order."""
+    """x0 + x1 + ... added in the binary-counter order (the input order for up to three)."""
 
     ALLOWED = FLOATS
     VARIANTS = ADD_VARIANTS
 
 
 class Mean(Sum):
-    """(x0 + x1 + ...) / n: the sum in input order, then one division."""
+    """(x0 + x1 + ...) / n: the sum in the order above, then one division."""
 
     MEAN = True

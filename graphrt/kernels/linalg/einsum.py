@@ -12,8 +12,9 @@ has): labels group into batch (both operands and kept), m (first only), n (secon
 (both, summed), and an operand not already laid out as (batch, m, k) / (batch, k, n) or their
 transposes is copied into that order first. Any other step is the generic contraction below.
 Accumulation order: the products' (k ascending); for the generic step the summed
-labels are walked in row-major order of their first appearance, one running sum per output
-element. No transcendental functions, so both paths are exact-mode kernels. float16 and
+labels are walked in row-major order of their first appearance, and each output's terms are
+added left to right in blocks of 8, the block sums combined by core/summation.py's binary
+counter (error growing like log2 of the number of terms). No transcendental functions, so both paths are exact-mode kernels. float16 and
 bfloat16 are computed in float32 and rounded once at the end.
 """
 from __future__ import annotations
@@ -28,10 +29,12 @@ from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN, put
 from ..core.floats import FLOATS, compute_dtype, widen
 from ..core.jit import Variants
+from ..core.summation import DEPTH, fold, push
 from ..gemm.matmul import MatMul
 from ..gemm.product import Product
 
 EXACT = False
+TERMS = 8       # terms added left to right before a block sum joins the binary counter
 
 # ----------------------------------------------------------------------------- generic step
 
@@ -53,7 +56,10 @@ def _contract(x0, x1, out, sizes, s0, s1, n_out, two, zero, tasks):
             rem = q
             o0 += idx * s0[d]
             o1 += idx * s1[d]
-        acc = zero
+        stack = np.full(DEPTH, zero)
+        top = 0
+        b = 0
+        part = zero
         for r in range(total):
             a0 = o0
             a1 = o1
@@ -64,11 +70,12 @@ def _contract(x0, x1, out, sizes, s0, s1, n_out, two, zero, tasks):
                 rem = q
                 a0 += idx * s0[d]
                 a1 += idx * s1[d]
-            if two:
-                acc = acc + x0[a0] * x1[a1]
-            else:
-                acc = acc + x0[a0]
-        put(out, t, acc, EXACT)
+            v = x0[a0] * x1[a1] if two else x0[a0]
+            part = v if r % TERMS == 0 else part + v
+            if r % TERMS == TERMS - 1 or r == total - 1:
+                b += 1
+                top = push(stack, top, b, part)
+        put(out, t, fold(stack, top) if total > 0 else zero, EXACT)
 
 
 _CONTRACT = Variants(_contract, "einsum_contract", parallel=True)

@@ -15,6 +15,8 @@ skipped. Per window, taps are visited in row-major order of k:
   other p use pow and are not exact-mode kernels.
 
 Each (image, channel) plane is one task, so the bits do not depend on the thread count.
+GlobalAveragePool is ReduceMean over the spatial axes (its plane sums blocked pairwise, as
+every long float sum; docs/exact-mode.md, "Summation").
 MaxUnpool: Y is zero except Y[I[j]] = X[j], the indices being flat positions in the shape
 MaxPool's input had (the inferred shape); with output_shape that shape is placed at the
 origin of a larger output. Indices are checked before the copy; later duplicates win.
@@ -37,6 +39,7 @@ from ..core.floats import compute_dtype, narrow, result_buffer, widen
 from ..core.jit import Variants
 from ..core.runs import copy_run
 from ..core.words import numeric_word
+from ..reduce.reduce import ReduceMean
 from .window import (D, DD, DH, DW, H, OD, OH, OW, PD, PH, PW, SD, SH, SW, W, Axes, Window,
                      check_rank, copy_phases, geometry, phase_layout, phase_rows, phase_taps)
 
@@ -393,8 +396,23 @@ class GlobalMaxPool(MaxPool):
     GLOBAL = True
 
 
-class GlobalAveragePool(AveragePool):
-    GLOBAL = True
+class GlobalAveragePool(ReduceMean):
+    """The mean of each (image, channel) plane, extents 1 left in its place: ReduceMean over
+    the spatial axes, so the plane's sum is blocked pairwise (core/summation.py) like every
+    long float sum; an empty plane is refused as by the other pools."""
+
+    ALLOWED = _dt.FLOATS
+
+    def __init__(self, node):
+        OpKernel.__init__(self, node)       # none of the Reduce attributes
+        self.keepdims, self.axes_input, self.noop, self.axes = True, False, False, None
+
+    def all_axes(self, ctx, rank):
+        shape = tuple(ctx.shape(0))
+        check_rank(ctx, shape)
+        if 0 in shape[2:]:
+            ctx.fail(f"cannot pool over an empty input of shape {list(shape)}")
+        return list(range(2, rank))
 
 
 class GlobalLpPool(LpPool):

@@ -24,6 +24,7 @@ AUTO_PADS = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
 (C, D, H, W, OD, OH, OW, KD, KH, KW, SD, SH, SW, DD, DH, DW, PD, PH,
  PW) = range(19)
 GEO_SIZE = 19
+PLANE_LIMIT = 1 << 31       # input positions an output plane's windows may reach (a stride-phase plane)
 
 
 # ----------------------------------------------------------------------------- geometry
@@ -109,6 +110,16 @@ class Window:
             out.append(o)
             begin.append(pb)
             end.append(pe)
+        # one output position: its window starts at -pad whatever the stride, and a stride
+        # of 1 keeps the stride-phase planes (split_phases) one phase large
+        strides = [1 if o == 1 else s for o, s in zip(out, strides)]
+        plane = 1
+        for o, k, s, d in zip(out, kernel, strides, dilations):
+            plane *= s * (o + (k - 1) * d // s)     # Python ints: no overflow
+        if plane > PLANE_LIMIT:
+            fail(f"strides {strides}, kernel {kernel} and dilations {dilations} make output "
+                 f"planes of {out} reach over {plane} input positions, more than graphrt "
+                 f"lays out ({PLANE_LIMIT})", ErrorKind.UNSUPPORTED)
         return Axes(out, begin, end, kernel, strides, dilations)
 
 

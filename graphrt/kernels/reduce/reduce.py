@@ -359,6 +359,10 @@ class _Reduce(OpKernel):
             node.fail(f"axes is an input from opset {self.AXES_INPUT_SINCE}, not an attribute")
         self.axes = None if axes is None else [int(a) for a in np.asarray(axes).reshape(-1)]
 
+    def all_axes(self, ctx: InferContext, rank: int) -> list[int]:
+        """What "no axes" reduces: every axis."""
+        return list(range(rank))
+
     def allowed(self):
         if self.FLOAT_ACC_UNTIL and self.node.opset < self.FLOAT_ACC_UNTIL:
             return self.ALLOWED | frozenset(np.dtype(t) for t in
@@ -376,7 +380,7 @@ class _Reduce(OpKernel):
                 ctx.require_run_time_values()
                 return
         if not axes:
-            axes = [] if self.noop else list(range(rank))
+            axes = [] if self.noop else self.all_axes(ctx, rank)
         reduced = set(normalize_axes(ctx, axes, rank))
         if self.keepdims:
             out_shape = [1 if d in reduced else n for d, n in enumerate(shape)]

@@ -12,7 +12,8 @@ from onnx.reference import ReferenceEvaluator
 import graphrt
 from graphrt import ErrorKind, SessionError
 
-from ...helpers import EXACT, bits, both, close, fails, model_of, one_node, ours, same
+from ...helpers import (EXACT, bits, both, close, counter_sum, fails, model_of, one_node, ours,
+                        same)
 from ...models import make
 
 
@@ -266,13 +267,15 @@ FOLD = {"Max": np.maximum, "Min": np.minimum, "Sum": np.add, "Mean": np.add}
 def test_variadic_broadcast_folds(op):
     rng = np.random.default_rng(2)
     xs = [rng.standard_normal(s).astype(np.float32) for s in [(3, 1), (2, 1, 4), (4,), (1,)]]
-    for k in (1, 2, 4):
-        want = xs[0]
-        for x in xs[1:k]:
-            want = FOLD[op](want, x)
+    xs += [rng.standard_normal(s).astype(np.float32) for s in [(2, 3, 4), (1, 4), (3, 4)]]
+    for k in (1, 2, 3, 4, 7):
+        want = counter_sum(xs[:k], FOLD[op])
         if op == "Mean":
             want = want / np.float32(k)
         same(ours(op, xs[:k], opset=13), want)
+    if op == "Sum":                 # the counter's order, not the input order, from 4 inputs
+        assert counter_sum(xs[:4], np.add).tobytes() != \
+            np.add(np.add(np.add(xs[0], xs[1]), xs[2]), xs[3]).tobytes()
 
 
 @pytest.mark.parametrize("dtype", [np.float16, np.float64, np.int8, np.uint64])

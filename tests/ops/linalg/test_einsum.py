@@ -7,7 +7,7 @@ import pytest
 
 from graphrt import ErrorKind
 
-from ...helpers import EXACT, check, fails, rand, run
+from ...helpers import EXACT, check, counter_sum, fails, rand, run
 
 
 # ----------------------------------------------------------------------------- Einsum
@@ -48,7 +48,9 @@ def test_einsum_types(dtype):
         check("Einsum", xs, {"equation": eq}, opset=12, rtol=tol, atol=tol)
 
 
-def test_einsum_exact_is_sequential():
+def test_einsum_exact_orders():
+    """A matrix product: k ascending (the product kernel's order); a generic contraction:
+    blocks of 8 terms left to right, block sums by the binary counter."""
     a, b = rand((5, 70)), rand((70, 3), seed=1)
     got = run("Einsum", [a, b], {"equation": "ij,jk->ik"}, 12, options=EXACT)[0]
     acc = np.zeros((5, 3), np.float32)
@@ -56,10 +58,13 @@ def test_einsum_exact_is_sequential():
         acc = (acc + (a[:, k:k + 1] * b[k:k + 1, :]).astype(np.float32)).astype(np.float32)
     np.testing.assert_array_equal(got, acc)
     got = run("Einsum", [a], {"equation": "ij->i"}, 12, options=EXACT)[0]
-    acc = np.zeros(5, np.float32)
-    for k in range(70):
-        acc = (acc + a[:, k]).astype(np.float32)
-    np.testing.assert_array_equal(got, acc)
+    blocks = []
+    for k0 in range(0, 70, 8):
+        part = a[:, k0]
+        for k in range(k0 + 1, min(70, k0 + 8)):
+            part = (part + a[:, k]).astype(np.float32)
+        blocks.append(part)
+    np.testing.assert_array_equal(got, counter_sum(blocks))
 
 
 def test_einsum_errors():

@@ -123,11 +123,12 @@ def test_fixtures_present():
     assert {s.split("_")[0] for s in stems} == {"tf2onnx", "paddle", "torch", "onnxscript"}
 
 
-@pytest.mark.parametrize("level", ["all", "none"])
 @pytest.mark.parametrize("stem, npz", _params("fast"))
-def test_fast_mode_matches_onnxruntime(stem, npz, level):
+def test_fast_mode_matches_onnxruntime(stem, npz):
+    """At the default optimisation level (the exact-mode test below runs without the graph
+    passes that change bits, which exact mode skips)."""
     feeds = _feeds(npz)
-    _assert_close(_ours(_session(stem, "fast", level), feeds), _reference(stem, feeds))
+    _assert_close(_ours(_session(stem, "fast"), feeds), _reference(stem, feeds))
 
 
 @pytest.mark.parametrize("stem, npz", _params("exact"))

@@ -6,8 +6,11 @@ each element: v, |v| or v*v), COMBINE (add, multiply, max or min) and FINISH (id
 
 Accumulation order, the same in every variant and for every thread count: for each output
 element, the reduced elements are visited in row-major order of the reduced axes (reduced
-index ascending); the accumulator starts at the first element's MAP and is of the element
-type (float32 for float32; float16 is computed in float32 and rounded once at the end).
+index ascending); float sums (ReduceSum, Mean, L1, L2, SumSquare, LogSum, LogSumExp's
+second pass) are added in core/summation.py's blocked pairwise order, products, maxima,
+minima and integer sums left to right from the first element's MAP. The accumulator is of
+the element type (float32 for float32; float16 is computed in float32 and rounded once at
+the end).
 Work is split over output elements only. The fast variant may reassociate and contract;
 the exact one does neither and writes NaN results as the canonical quiet NaN.
 ReduceLogSumExp makes two passes: m = max, then log of the sum of exp(x - m), plus m: x - m
@@ -343,7 +346,9 @@ class _Reduce(OpKernel):
     """The family's shape logic and run; members set KERNELS, IDENTITY and the rest."""
 
     KERNELS: _Kernels
-    KERNELS_INT: _Kernels | None = None     # another FINISH for integers (ReduceMean)
+    # integers: another FINISH (ReduceMean), and left-to-right sums, since integer addition
+    # (wrapping) is exact in any order and the pairwise walk would only cost compiles
+    KERNELS_INT: _Kernels | None = None
     IDENTITY = staticmethod(lambda dt: 0)   # the accumulator over no element
     ALLOWED = _SUMMABLE
     AXES_INPUT_SINCE = 18
@@ -443,12 +448,13 @@ class ReduceSum(_Reduce):
     supports_exact = True
     AXES_INPUT_SINCE = 13
     KERNELS = _Kernels("reduce_sum", _same, _add, _keep, summer=VALUES)
+    KERNELS_INT = _Kernels("reduce_int_sum", _same, _add, _keep)
 
 
 class ReduceMean(_Reduce):
     supports_exact = True
     KERNELS = _Kernels("reduce_mean", _same, _add, _mean, summer=VALUES)
-    KERNELS_INT = _Kernels("reduce_int_mean", _same, _add, _int_mean, summer=VALUES)
+    KERNELS_INT = _Kernels("reduce_int_mean", _same, _add, _int_mean)
 
 
 class ReduceProd(_Reduce):
@@ -474,16 +480,19 @@ class ReduceMin(_Reduce):
 class ReduceL1(_Reduce):
     supports_exact = True
     KERNELS = _Kernels("reduce_l1", _abs, _add, _keep, summer=MAGNITUDES)
+    KERNELS_INT = _Kernels("reduce_int_l1", _abs, _add, _keep)
 
 
 class ReduceL2(_Reduce):
     supports_exact = True
     KERNELS = _Kernels("reduce_l2", _square, _add, _sqrt, summer=SQUARES)
+    KERNELS_INT = _Kernels("reduce_int_l2", _square, _add, _sqrt)
 
 
 class ReduceSumSquare(_Reduce):
     supports_exact = True
     KERNELS = _Kernels("reduce_sum_square", _square, _add, _keep, summer=SQUARES)
+    KERNELS_INT = _Kernels("reduce_int_sum_square", _square, _add, _keep)
 
 
 class ReduceLogSum(_Reduce):

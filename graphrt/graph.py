@@ -192,7 +192,7 @@ def free_names(g: IrGraph) -> list[str]:
                 out.append(x)
         defined.update(o for o in n.outputs if o)
     for o in g.outputs:
-        if o.name not in defined and o.name not in out:
+        if o.name and o.name not in defined and o.name not in out:
             out.append(o.name)
     return out
 

@@ -253,3 +253,15 @@ def test_huge_strides_with_one_output_position_run_and_huge_planes_are_refused()
     e = err(graphrt.Session(conv(strides=[1 << 40, 1 << 40], pads=[1 << 41] * 4)).run, None,
             {"x": x})
     assert e.kind is ErrorKind.UNSUPPORTED and "Conv" in str(e)
+
+
+def test_a_body_output_without_a_name_is_an_invalid_model():
+    """Found by the zoo fuzzer: a body output named "" was taken for a value the body reads
+    from the enclosing graph (a KeyError)."""
+    body = helper.make_graph([helper.make_node("Identity", ["x"], ["y"])], "b", [],
+                             [helper.make_tensor_value_info("", F, None)])
+    model = make([helper.make_node("If", ["c"], ["z"], then_branch=body, else_branch=body)],
+                 [tensor("c", TensorProto.BOOL, []), tensor("x", F, [1])], [tensor("z", F, None)])
+    with pytest.raises(SessionError) as info:
+        graphrt.Session(model)
+    assert info.value.kind == ErrorKind.INVALID_MODEL

@@ -228,12 +228,18 @@ def test_names_that_are_not_utf8_text_are_an_invalid_model():
 
 def test_absurd_output_extents_are_refused_before_any_per_position_work():
     """Found by the zoo fuzzer: MaxPool pads of 2**62 made an output extent of 2**62, and the
-    pool's window table was built position by position (a hang)."""
+    pool's window table was built position by position (a hang). Any kernel's output over
+    2 GiB is refused when its shape is stated, before the kernel goes on."""
     model = make([helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2],
                                    pads=[1 << 31, 1 << 31, 1 << 62, 1 << 31])],
                  [tensor("x", F, [1, 1, 4, 4])], [tensor("y", F, None)])
     e = err(graphrt.Session(model).run, None, {"x": np.zeros((1, 1, 4, 4), np.float32)})
-    assert e.kind is ErrorKind.UNSUPPORTED and "2 GiB" in str(e) and "MaxPool" in str(e)
+    assert e.kind is ErrorKind.UNSUPPORTED and "MaxPool" in str(e)
+    model = make([helper.make_node("Expand", ["x", "s"], ["y"])], [tensor("x", F, [1])],
+                 [tensor("y", F, None)], [helper.make_tensor("s", TensorProto.INT64, [2],
+                                                             [1 << 20, 1 << 20])])
+    e = err(graphrt.Session(model).run, None, {"x": np.ones(1, np.float32)})
+    assert e.kind is ErrorKind.UNSUPPORTED and "2 GiB" in str(e) and "Expand" in str(e)
 
 
 def test_huge_strides_with_one_output_position_run_and_huge_planes_are_refused():

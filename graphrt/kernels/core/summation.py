@@ -68,12 +68,6 @@ def fold(stack, top):
 
 
 def _block(x, off, m, step, p):
-    if step == 1:       # the same operations on a slice: LLVM schedules the lanes better
-        return _lanes(x[off:off + m], 0, m, 1, p)
-    return _lanes(x, off, m, step, p)
-
-
-def _lanes(x, off, m, step, p):
     if m < LANES:
         s = MAP(x[off], p)
         for i in range(1, m):
@@ -236,13 +230,13 @@ class Summer:
 
     def __init__(self, map_, name: str):
         tag = "".join(_hash_of({"MAP": map_} if t is _block else {}, t)[:4]
-                      for t in (_block, _lanes, _run, _set, _cols))
+                      for t in (_block, _run, _set, _cols))
 
         def jit(template, part, **consts):
             return njit(rebind(template, f"sum_{name}_{part}_{tag}", dict(consts, MAP=map_)),
                         cache=True, nogil=True, fastmath=False, error_model="numpy")
 
-        block = jit(_block, "block", _lanes=jit(_lanes, "lanes"))
+        block = jit(_block, "block")
         self.run = jit(_run, "run", BLOCK_SUM=block)
         self.set = jit(_set, "set", RUN_SUM=self.run)
         self.cols = jit(_cols, "cols")

@@ -49,7 +49,7 @@ def _contract(x0, x1, out, sizes, s0, s1, n_out, two, zero, tasks):
     for t in prange(tasks):
         o0 = 0
         o1 = 0
-        rem = t
+        rem = np.int64(t)   # a copy: numba's parfor pass refuses reassigning the loop index
         for d in range(n_out - 1, -1, -1):
             q = rem // sizes[d]
             idx = rem - q * sizes[d]

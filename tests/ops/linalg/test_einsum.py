@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from graphrt import ErrorKind
+from graphrt import ErrorKind, SessionOptions
 
-from ...helpers import EXACT, check, counter_sum, fails, rand, run
+from ...helpers import EXACT, check, close, counter_sum, fails, rand, run
 
 
 # ----------------------------------------------------------------------------- Einsum
@@ -76,3 +76,14 @@ def test_einsum_errors():
     fails(ErrorKind.INVALID_MODEL, "Einsum", [a], {"equation": "i1->i"}, 12)
     fails(ErrorKind.INVALID_MODEL, "Einsum", [a, b.astype(np.float64)],
           {"equation": "ij,kl"}, 12)
+
+
+def test_einsum_generic_contraction_in_parallel_same_bits():
+    """Large enough for the parallel variant (its prange loop index was reassigned, which
+    numba's parfor pass refuses): the same bits at 1 and 2 threads, in both modes."""
+    a = rand((300, 40, 50), seed=4)
+    got = [run("Einsum", [a], {"equation": "ijk->i"}, 12, options=SessionOptions(
+        mode=mode, intra_op_threads=n))[0] for mode in ("exact", "fast") for n in (1, 2)]
+    for g in got[1:]:
+        np.testing.assert_array_equal(g.view(np.int32), got[0].view(np.int32))
+    close(got[0], a.astype(np.float64).sum(axis=(1, 2)).astype(np.float32), rtol=1e-6)

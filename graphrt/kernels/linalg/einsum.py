@@ -21,10 +21,12 @@ from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 from numba import prange
 
 from ... import dtypes as _dt
+from ...threads import ensure_layer
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN, put
 from ..core.floats import FLOATS, compute_dtype, widen
@@ -38,7 +40,7 @@ TERMS = 8       # terms added left to right before a block sum joins the binary 
 
 # ----------------------------------------------------------------------------- generic step
 
-def _contract(x0, x1, out, sizes, s0, s1, n_out, two, zero, tasks):
+def _contract(x0, x1, out, sizes, s0, s1, n_out, two, zero, tasks, stacks):
     """out[t] = sum over the summed labels of x0[.] (* x1[.]): ``sizes`` are the label extents,
     output labels first (row-major over ``out``), ``s0``/``s1`` each operand's element stride
     per label (0 where it lacks the label; a repeated label's strides add up)."""
@@ -56,7 +58,7 @@ def _contract(x0, x1, out, sizes, s0, s1, n_out, two, zero, tasks):
             rem = q
             o0 += idx * s0[d]
             o1 += idx * s1[d]
-        stack = np.full(DEPTH, zero)
+        stack = stacks[numba.get_thread_id()]      # this thread's partial sums
         top = 0
         b = 0
         part = zero
@@ -179,8 +181,10 @@ class _Generic:
         self.fn = _CONTRACT.get(exact, work >= PARALLEL_MIN and self.tasks > 1)
 
     def __call__(self, x0, x1, out):
+        ensure_layer()          # numba.get_thread_id needs the threading layer running
+        stacks = np.empty((numba.config.NUMBA_NUM_THREADS, DEPTH), out.dtype)
         self.fn(x0, x0 if x1 is None else x1, out, self.sizes, self.s0, self.s1, self.n_out,
-                self.two, out.dtype.type(0), self.tasks)
+                self.two, out.dtype.type(0), self.tasks, stacks)
 
 
 def _matrix_layout(term, batch, rows, cols, extents, shape) -> tuple:

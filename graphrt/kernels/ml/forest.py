@@ -10,20 +10,25 @@ element type, swapping the two children where the test was a "greater" one:
 
 with ``down(t)`` the largest value of the input type <= t and ``below(t)`` the largest < t
 (NaN for t = -inf, so that the test never holds). For x of that type these are the same tests,
-bit for bit, as comparing in float64. A NaN fails every ``<=`` and so takes the second child,
-unless the node's NaN flag (the sign bit of its feature word) sends it to the first: the
-child that the original test and ``nodes_missing_value_tracks_true`` name.
+bit for bit, as comparing in float64. A NaN fails every ``<=`` and so takes the second child.
+Where the original test and ``nodes_missing_value_tracks_true`` send a NaN to the first child
+instead, the node reads its feature from a second copy of the row in which NaNs are -inf
+(which passes every ``<=`` that some number passes): the walk copies each block of rows as
+[x[:W], x[:W] with NaN as -inf], W the features the trees read, and such a node's feature
+word is f + W. So the step is one load, one compare and one subtraction whatever the NaN
+routing. (A node that sends NaN first and whose t' is NaN would need a third copy; an
+ensemble with one goes to the interpreter.)
 
 Nodes are renumbered tree by tree in breadth-first order with the two children side by side,
-so node i goes on to ``first[i] + 1 - (test holds)``. A leaf's split is NaN (its test never
-holds) and its ``first`` is itself - 1, so a leaf goes on to itself: every tree is walked a
+so node i goes on to ``second[i] - (test holds)``. A leaf's split is NaN (its test never
+holds) and its ``second`` is itself, so a leaf goes on to itself: every tree is walked a
 fixed number of levels, with no branch that depends on the data: its depth, or for a tree
 deep along a few paths only, the levels that finish 99% of the walks that go left or right
 at even odds, after which a group that is not all at leaves walks on until it is. Rows go
 through a tree eight at a time, eight independent chains of loads in flight; blocks of 256
 rows go through all the trees, in parallel over blocks for large batches. Fewer than eight
-rows go through eight trees at a time instead. Each row adds its leaves'
-weights into an accumulator of the input's type tree by tree in the order of the trees, so the result does
+rows go through eight trees at a time instead. Each row adds its leaves' weights into an
+accumulator of the input's type tree by tree in the order of the trees, so the result does
 not depend on the batch, the block or the thread count.
 
 Ensembles with EQ, NEQ or set-membership tests, and MIN/MAX aggregation, are walked by the
@@ -35,15 +40,15 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from ...threads import ensure_layer
 from ..core.jit import rebind
 
 LEQ, LT, GTE, GT, EQ, NEQ, MEMBER = range(7)
 AVERAGE, SUM, MIN, MAX = range(4)
-NAN_FLAGS = False                              # rebound per walk variant, as are
-STEP = LANES_OF = FINISH = DONE = None         # the step, the lane bundles, the leaf check
-NAN_FIRST = -2 ** 31                           # the NaN flag in a node's feature word
-FEATURE = np.int32(2 ** 31 - 1)
+LANES_OF = FINISH = DONE = KEEP = None    # rebound per walk variant (see _lanes)
+ONE, TWO = np.uint64(1), np.uint64(2)
 BLOCK = 256                                    # rows that go through all the trees together
+CACHED_NODES_BYTES = 1 << 20                   # (four times as many for larger ensembles)
 LANES = 8                                      # rows stepped through a tree together
 PARALLEL_WORK = 1 << 16                        # rows x trees from which blocks go parallel
 MAX_COPIES = 4                                 # how far shared subtrees may be unshared
@@ -93,6 +98,7 @@ class Forest:
         if np.any(is_leaf & (pair_start[1:] == pair_start[:-1])):
             node.fail("a leaf has no weight")
         self.max_feature = int(feature[interior].max(initial=-1))
+        self.width = max(self.max_feature + 1, 1)      # W of the module docstring
         self.tests_equality = bool(np.any(interior & (mode >= EQ)))
         # the two children in walking order, and where a NaN goes
         swap = interior & ((mode == GT) | (mode == GTE))
@@ -111,15 +117,21 @@ class Forest:
         self.common = _common_depth(level, is_leaf[order], sizes, depth)
         self.roots = (np.cumsum(sizes) - sizes).astype(np.int32)
         leaf = is_leaf[order]
-        self.nan_flags = bool(np.any(nan_first))
-        word = np.where(leaf, 0, feature[order]).astype(np.int64)
-        self.meta = np.where(nan_first[order], word | NAN_FIRST, word).astype(np.int32)
-        self.first = np.where(leaf, np.arange(order.size) - 1, kids[0::2]).astype(np.int32)
+        self.nan_first = bool(np.any(nan_first))
+        self.feature = np.where(leaf, 0, feature[order]).astype(np.int64)
+        self._meta = (self.feature + self.width * nan_first[order]).astype(np.uint32)
+        strict = (mode == LT) | (mode == GTE)
+        self.needs_interpreter = self.tests_equality or bool(np.any(
+            nan_first & (np.isnan(split) | (strict & np.isneginf(split)))))
+        self._second = np.where(leaf, np.arange(order.size), kids[1::2]).astype(np.uint32)
         self.slot = np.where(leaf, np.cumsum(leaf) - 1, 0).astype(np.int32)
+        # every block of rows reads all the trees: more rows a block where they do not
+        # stay in the level-2 cache (BLOCK rows keep their copy in the level-1 cache)
+        self.block = BLOCK if 16 * order.size <= CACHED_NODES_BYTES else 4 * BLOCK
         self._order, self._kids, self._leaf = order, kids, leaf
         self._split, self._mode = split[order], mode[order]
         self._nan_to_true, self._members = nan_to_true, members
-        self._threshold, self._weights, self._general = {}, {}, None
+        self._nodes, self._weights, self._general = {}, {}, None
         # the (target, weight) pairs of each renumbered leaf, in their original order
         self.pair_start, take = _ranges(np.where(is_leaf, pair_start[:-1], 0),
                                         np.where(is_leaf, pair_start[1:], 0), order)
@@ -135,16 +147,26 @@ class Forest:
             np.add.at(w, (rows, self.pair_target), self.pair_weight)
             self.weight, self.target = w.reshape(-1), np.zeros(0, np.int32)
 
-    def thresholds(self, dtype) -> np.ndarray:
-        """t' per renumbered node for inputs of ``dtype`` (float32 or float64)."""
+    def nodes(self, dtype) -> tuple:
+        """The walk's nodes for inputs of ``dtype`` (float32 or float64): 16 bytes a node,
+        so that a step touches one cache line: uint32 words [4 n], node i's feature word at
+        4i and its second child at 4i + 1, and its t' in the last 8 bytes (float32 at word
+        4i + 2, or a float64 over 4i + 2 and 4i + 3), read as thresholds[(i << shift) +
+        offset] from the same memory. Gives (words, thresholds, shift, offset)."""
         dtype = np.dtype(dtype)
-        got = self._threshold.get(dtype)
+        got = self._nodes.get(dtype)
         if got is None:
             m, s = self._mode, self._split
             strict = (m == LT) | (m == GTE)
-            got = np.where(strict, below(s, dtype), down(s, dtype)).astype(dtype)
-            got[self._leaf] = np.nan
-            self._threshold[dtype] = got
+            t = np.where(strict, below(s, dtype), down(s, dtype)).astype(dtype)
+            t[self._leaf] = np.nan
+            words = np.zeros((t.size, 4), np.uint32)
+            words[:, 0], words[:, 1] = self._meta, self._second
+            words[:, 2:2 + dtype.itemsize // 4].view(dtype)[:, 0] = t
+            flat = words.reshape(-1)
+            shift, offset = (2, 2) if dtype.itemsize == 4 else (1, 1)
+            got = self._nodes[dtype] = (flat, flat.view(dtype), np.uint64(shift),
+                                        np.uint64(offset))
         return got
 
     def general(self):
@@ -159,7 +181,7 @@ class Forest:
                 (zero, zero, np.zeros(0))
             member_start, take = _ranges(begin, end, self._order)
             self._general = (
-                (self.meta & FEATURE).astype(np.int64), mode, self._split.astype(np.float64),
+                self.feature, mode, self._split.astype(np.float64),
                 np.where(greater, back[:, 1], back[:, 0]).astype(np.int64),
                 np.where(greater, back[:, 0], back[:, 1]).astype(np.int64),
                 self._nan_to_true[self._order].astype(np.bool_), self._leaf.astype(np.bool_),
@@ -168,33 +190,38 @@ class Forest:
 
     def interprets(self, agg: int) -> bool:
         """Whether :meth:`scores` walks with the general interpreter (which needs ``got``)."""
-        return self.tests_equality or agg in (MIN, MAX)
+        return self.needs_interpreter or agg in (MIN, MAX)
 
     def check_features(self, ctx, n_features: int) -> None:
         if self.max_feature >= n_features:
             ctx.fail(f"the trees test feature {self.max_feature}; the input has {n_features}")
 
-    def scores(self, x: np.ndarray, agg: int, acc: np.ndarray, got: np.ndarray) -> None:
+    def scores(self, x: np.ndarray, agg: int, acc: np.ndarray, take) -> None:
         """acc[r, t] = the aggregate (before base values) of the weights for target t of the
         leaves that row r of ``x`` [rows, F] (C-contiguous) reaches, added in acc's type
-        (that of x, as onnxruntime does); MIN/MAX leave a target no leaf feeds at 0. ``got``
-        [rows, targets] bool is scratch for the interpreter (None unless
-        :meth:`interprets`)."""
+        (that of x, as onnxruntime does); MIN/MAX leave a target no leaf feeds at 0.
+        ``take(dtype, shape)`` gives scratch."""
         rows, f = x.shape
         if self.interprets(agg):
             _interpret(x, self.roots, *self.general(), self.pair_start, self.pair_target,
-                       self.weights(acc.dtype, pairs=True), agg, acc, got)
+                       self.weights(acc.dtype, pairs=True), agg, acc,
+                       take(np.bool_, acc.shape))
             return
         if rows < LANES:
             how = "trees"
         else:
-            how = rows >= 2 * BLOCK and rows * max(self.n_trees, 1) >= PARALLEL_WORK and \
+            how = rows >= 2 * self.block and rows * max(self.n_trees, 1) >= PARALLEL_WORK and \
                 numba.get_num_threads() > 1
-        _WALKS[self.nan_flags, how](
-            x.reshape(-1), f, rows, self.roots, self.depth, self.common, self.meta,
-            self.thresholds(x.dtype),
-            self.first, self.slot, self.weights(acc.dtype), self.target, self.dense,
-            acc.reshape(-1), self.n_targets)
+            if how:
+                ensure_layer()      # numba.get_thread_id needs the threading layer running
+        threads = numba.config.NUMBA_NUM_THREADS if how is True else 1
+        row = self.width * (2 if self.nan_first else 1)
+        work = take(x.dtype, (threads, min(rows, self.block) * row))
+        leaves = take(np.uint32, (self.n_trees if how == "trees" else 0,))
+        _WALKS[how](
+            x.reshape(-1), f, rows, self.width, self.nan_first, work, leaves, self.block,
+            self.roots, self.depth, self.common, self.nodes(x.dtype), self.slot,
+            self.weights(acc.dtype), self.target, self.dense, acc.reshape(-1), self.n_targets)
 
     def weights(self, dtype, pairs: bool = False) -> np.ndarray:
         """The leaf weights (by slot, or ``pairs``) in the accumulator's type."""
@@ -271,15 +298,36 @@ def _common_depth(level, leaf, sizes, depth) -> np.ndarray:
     return np.minimum(np.argmax(done, axis=1), depth).astype(np.int32)
 
 
-def _step(x, base, i, meta, thr, first):
-    """One level: where node i sends the row at x[base:]."""
-    word = meta[i]
-    v = x[base + (word & FEATURE)]
-    if NAN_FLAGS:
-        stay = np.int32(v <= thr[i]) | (np.int32(word < 0) & np.int32(v != v))
-    else:
-        stay = np.int32(v <= thr[i])
-    return first[i] + 1 - stay
+@njit(cache=True, nogil=True, inline="always")
+def _step(xb, base, i, nodes):
+    """One level: where node i sends the row at xb[base:]. ``nodes`` = (words, thresholds,
+    shift, offset) of :meth:`Forest.nodes`. Node numbers and offsets are unsigned, so numba
+    indexes without its negative-index wraparound (which made this step about four times
+    slower)."""
+    words, thr, shift, offset = nodes
+    q = i << TWO
+    stay = np.uint64(xb[base + np.uint64(words[q])] <= thr[(i << shift) + offset])
+    return np.uint64(words[q + ONE]) - stay
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _at_leaf(i, nodes):
+    """Whether node i is a leaf (it goes on to itself)."""
+    return np.uint64(nodes[0][(i << TWO) + ONE]) == i
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _copy_rows(x, f, lo, hi, width, twice, xb):
+    """Rows lo..hi of x [.., f] into xb as rows of ``width`` features and, when ``twice``,
+    the same features again with NaN as -inf (module docstring)."""
+    row = width * (2 if twice else 1)
+    for r in range(lo, hi):
+        o = (r - lo) * row
+        for c in range(width):
+            v = x[r * f + c] if c < f else 0.0
+            xb[o + c] = v
+            if twice:
+                xb[o + width + c] = -np.inf if v != v else v
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -292,106 +340,142 @@ def _add(acc, r, t, dense, s, weight, target):
         acc[r * t + target[s]] += weight[s]
 
 
-def _walk(x, f, rows, roots, depth, common, meta, thr, first, slot, weight, target, dense, acc,
-          t):
-    """Blocks of rows through all the trees, LANES rows of a block at a time."""
-    n_blocks = (rows + BLOCK - 1) // BLOCK
+def _walk(x, f, rows, width, twice, work, leaves, block, roots, depth, common, nodes, slot,
+          weight, target, dense, acc, t):
+    """Blocks of rows through all the trees, LANES rows of a block at a time; ``work``: a
+    scratch row of ``block`` copied rows per thread (``leaves`` is unused)."""
+    n_blocks = (rows + block - 1) // block
+    row = width * (2 if twice else 1)
     for b in prange(n_blocks):
-        lo = b * BLOCK
-        hi = min(rows, lo + BLOCK)
+        lo = b * block
+        hi = min(rows, lo + block)
+        xb = work[numba.get_thread_id()]
+        _copy_rows(x, f, lo, hi, width, twice, xb)
         for q in range(lo * t, hi * t):
             acc[q] = 0.0
         for k in range(roots.size):
-            root = roots[k]
+            root = np.uint64(roots[k])
             d = depth[k]
             r = lo
             while r + LANES <= hi:
-                ends = LANES_OF(x, r * f, f, roots, k, common[k], meta, thr, first)
-                if not DONE(ends, first):
-                    ends = FINISH(x, r * f, f, ends, meta, thr, first)
+                base = np.uint64((r - lo) * row)
+                ends = LANES_OF(xb, base, np.uint64(row), roots, k, common[k], nodes)
+                if not DONE(ends, nodes):
+                    ends = FINISH(xb, base, np.uint64(row), ends, nodes)
                 for j in range(LANES):
                     _add(acc, r + j, t, dense, slot[ends[j]], weight, target)
                 r += LANES
             while r < hi:
                 i = root
+                base = np.uint64((r - lo) * row)
                 for _ in range(d):
-                    i = STEP(x, r * f, i, meta, thr, first)
+                    i = _step(xb, base, i, nodes)
                 _add(acc, r, t, dense, slot[i], weight, target)
                 r += 1
 
 
-def _walk_trees(x, f, rows, roots, depth, common, meta, thr, first, slot, weight, target,
-                dense, acc, t):
-    """A few rows, each through LANES trees at a time (their leaves added in tree order)."""
+def _walk_trees(x, f, rows, width, twice, work, leaves, block, roots, depth, common, nodes,
+                slot, weight, target, dense, acc, t):
+    """A few rows, each through LANES trees at a time. The leaves reached go to ``leaves``
+    [trees] first and are added in tree order after the walk: adding them during the walk
+    made it about five times slower (each load of the accumulator waited on stores whose
+    places the CPU could not yet tell apart, and numba's arrays give the compiler no
+    aliasing facts to move loads past them)."""
     n = roots.size
+    xb = work[0]
+    zero = np.uint64(0)
     for r in range(rows):
-        for q in range(r * t, (r + 1) * t):
-            acc[q] = 0.0
+        _copy_rows(x, f, r, r + 1, width, twice, xb)
         k = 0
         while k < n:
             if k + LANES <= n:
                 d = 0
                 for j in range(LANES):
                     d = max(d, common[k + j])
-                ends = LANES_OF(x, r * f, 0, roots, k, d, meta, thr, first)
-                if not DONE(ends, first):
-                    ends = FINISH(x, r * f, 0, ends, meta, thr, first)
-                for j in range(LANES):
-                    _add(acc, r, t, dense, slot[ends[j]], weight, target)
+                ends = LANES_OF(xb, zero, zero, roots, k, d, nodes)
+                if not DONE(ends, nodes):
+                    ends = FINISH(xb, zero, zero, ends, nodes)
+                KEEP(leaves, k, ends)
                 k += LANES
             else:
-                i = roots[k]
+                i = np.uint64(roots[k])
                 for _ in range(depth[k]):
-                    i = STEP(x, r * f, i, meta, thr, first)
-                _add(acc, r, t, dense, slot[i], weight, target)
+                    i = _step(xb, zero, i, nodes)
+                leaves[k] = i
                 k += 1
+        o = r * t
+        for q in range(o, o + t):
+            acc[q] = 0.0
+        if dense:
+            for k in range(n):
+                _add(acc, r, t, dense, slot[leaves[k]], weight, target)
+        else:
+            # a run of leaves that feed one target is summed in a register (the same
+            # additions in the same order) and stored when the target changes
+            cur, sum_ = -1, acc[o]
+            for k in range(n):
+                sl = slot[leaves[k]]
+                j = target[sl]
+                if j != cur:
+                    if cur >= 0:
+                        acc[o + cur] = sum_
+                    cur, sum_ = j, acc[o + j]
+                sum_ += weight[sl]
+            if cur >= 0:
+                acc[o + cur] = sum_
 
 
 def _lanes(step, over_trees: bool):
-    """(lanes, finish, done) for LANES walks stepped together: the rows at x[base:],
-    x[base + f:], ... from roots[k], or (``over_trees``) the row at x[base:] from roots[k],
-    roots[k + 1], ... lanes(x, base, f, roots, k, d, meta, thr, first) gives the nodes they
-    reach in d levels; done(ends, first) whether all are leaves; finish(x, base, f, ends,
-    meta, thr, first) steps them on until all are (not inlined: rarely called, and inlined
-    its loop slowed the lockstep loop about twofold). Numba keeps the lanes' node numbers in
-    registers only as separate variables, hence the unrolled source."""
+    """(lanes, finish, done, keep) for LANES walks stepped together: the rows at x[base:],
+    x[base + f:], ... from roots[k], or (``over_trees``, f = 0) the row at x[base:] from
+    roots[k], roots[k + 1], ... lanes(x, base, f, roots, k, d, nodes) gives the nodes they
+    reach in d levels; done(ends, nodes) whether all are leaves; finish(x, base, f, ends,
+    nodes) steps them on until all are (not inlined: rarely called, and inlined its loop
+    slowed the lockstep loop about twofold); keep(leaves, k, ends) stores lane j's node at
+    leaves[k + j] (used over trees). Numba keeps the lanes' node numbers in registers only as separate
+    variables, hence the unrolled source."""
     ids = [f"i{j}" for j in range(LANES)]
-    lines = ["def lanes(x, base, f, roots, k, d, meta, thr, first):"]
-    lines += [f"    {v} = roots[k + {j if over_trees else 0}]" for j, v in enumerate(ids)]
+    bases = [f"b{j}" for j in range(LANES)]
+    starts = [f"    {b} = base + np.uint64({j}) * f" for j, b in enumerate(bases)]
+    steps = [f"        {v} = step(x, {b}, {v}, nodes)" for v, b in zip(ids, bases)]
+    lines = ["def lanes(x, base, f, roots, k, d, nodes):"]
+    lines += [f"    {v} = np.uint64(roots[k + {j if over_trees else 0}])"
+              for j, v in enumerate(ids)]
+    lines += starts
     lines.append("    for _ in range(d):")
-    lines += [f"        {v} = step(x, base + {0 if over_trees else j} * f, {v}, meta, thr, first)"
-              for j, v in enumerate(ids)]
+    lines += steps
     lines.append(f"    return {', '.join(ids)}")
-    lines.append("def finish(x, base, f, ends, meta, thr, first):")
+    lines.append("def finish(x, base, f, ends, nodes):")
     lines.append(f"    {', '.join(ids)} = ends")
-    cond = " & ".join(f"(first[{v}] + 1 == {v})" for v in ids)
+    lines += starts
+    cond = " & ".join(f"at_leaf({v}, nodes)" for v in ids)
     lines.append(f"    while not ({cond}):")
-    lines += [f"        {v} = step(x, base + {0 if over_trees else j} * f, {v}, meta, thr, first)"
-              for j, v in enumerate(ids)]
+    lines += steps
     lines.append(f"    return {', '.join(ids)}")
-    lines.append("def done(ends, first):")
+    lines.append("def done(ends, nodes):")
     lines.append(f"    {', '.join(ids)} = ends")
     lines.append(f"    return {cond}")
-    scope = {"step": step}
+    lines.append("def keep(leaves, k, ends):")
+    lines.append(f"    {', '.join(ids)} = ends")
+    lines += [f"    leaves[k + {j}] = {v}" for j, v in enumerate(ids)]
+    scope = {"step": step, "at_leaf": _at_leaf, "np": np}
     exec("\n".join(lines), scope)      # noqa: S102 (our own template)
-    return (njit(nogil=True, inline="always")(scope["lanes"]), njit(nogil=True)(scope["finish"]),
-            njit(nogil=True, inline="always")(scope["done"]))
+    inline = njit(nogil=True, inline="always")
+    return (inline(scope["lanes"]), njit(nogil=True)(scope["finish"]), inline(scope["done"]),
+            inline(scope["keep"]))
 
 
-def _walk_variant(nan_flags: bool, how):
+def _walk_variant(how):
     """The walk for ``how`` = False (serial), True (parallel over row blocks) or "trees"."""
-    kind = "nan" if nan_flags else "plain"
-    step = njit(cache=True, nogil=True, inline="always")(
-        rebind(_step, f"forest_step_{kind}", {"NAN_FLAGS": nan_flags}))
     template = _walk_trees if how == "trees" else _walk
     suffix = {False: "", True: "_par", "trees": "_trees"}[how]
-    lanes, finish, done = _lanes(step, how == "trees")
-    fn = rebind(template, f"forest_walk_{kind}{suffix}",
-                {"STEP": step, "LANES_OF": lanes, "FINISH": finish, "DONE": done})
+    lanes, finish, done, keep = _lanes(_step, how == "trees")
+    fn = rebind(template, f"forest_walk{suffix}",
+                {"LANES_OF": lanes, "FINISH": finish, "DONE": done, "KEEP": keep})
     return njit(cache=True, nogil=True, parallel=how is True)(fn)
 
 
-_WALKS = {(n, how): _walk_variant(n, how) for n in (False, True) for how in (False, True, "trees")}
+_WALKS = {how: _walk_variant(how) for how in (False, True, "trees")}
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -146,8 +146,7 @@ class _Trees(OpKernel):
             x = w
         t = self.forest.n_targets
         acc = scratch(ctx, cdt, (rows, t))
-        got = scratch(ctx, np.bool_, (rows, t)) if self.forest.interprets(self.agg) else None
-        self.forest.scores(x, self.agg, acc, got)
+        self.forest.scores(x, self.agg, acc, lambda dtype, shape: scratch(ctx, dtype, shape))
         if self.agg == AVERAGE and self.forest.n_trees:
             acc /= self.forest.n_trees
         if self.base is not None:

@@ -6,6 +6,8 @@ steady workload settles on one buffer and allocates nothing.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..errors import ErrorKind, SessionError
@@ -41,14 +43,12 @@ class Arena:
         self.total = 0
 
     def take(self, dtype: np.dtype, shape: tuple, node: str | None = None) -> np.ndarray:
-        count = 1
-        for d in shape:
-            if d < 0:
-                raise SessionError(ErrorKind.INVALID_INPUT, f"negative extent in shape {list(shape)}", node)
-            count *= d
-        if dtype == object:         # strings: Python objects cannot live in bytes
+        """An uninitialised array of ``shape`` (a tuple of ints) and ``dtype`` (np.dtype)."""
+        if min(shape, default=0) < 0:
+            raise SessionError(ErrorKind.INVALID_INPUT, f"negative extent in shape {list(shape)}", node)
+        if dtype.kind == "O":       # strings: Python objects cannot live in bytes
             return np.empty(shape, dtype=object)
-        n = count * dtype.itemsize
+        n = math.prod(shape) * dtype.itemsize
         if self.total + n > self.limit:
             raise SessionError(ErrorKind.INVALID_INPUT,
                                f"a run-time buffer of {n} bytes would pass the arena limit of "
@@ -57,7 +57,9 @@ class Arena:
         if not self.chunks or self.used + rounded > self.chunks[-1].size:
             self.chunks.append(aligned_bytes(max(rounded, 1 << 16)))
             self.used = 0
-        buf = self.chunks[-1][self.used:self.used + n]
+        # one constructor call: slicing, viewing and reshaping cost twice as much, and
+        # kernels take scratch on every run
+        buf = np.ndarray(shape, dtype, self.chunks[-1], self.used)
         self.used += rounded
         self.total += rounded
-        return buf.view(dtype).reshape(shape)
+        return buf

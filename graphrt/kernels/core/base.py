@@ -223,7 +223,7 @@ class RunContext:
 
     def allocate_output(self, i: int, dtype, shape) -> np.ndarray:
         """For kernels with data-dependent outputs: a buffer from the run's arena."""
-        arr = self.arena.take(np.dtype(dtype), tuple(int(d) for d in shape), self.node.name)
+        arr = self.arena.take(np.dtype(dtype), tuple(map(int, shape)), self.node.name)
         self.outputs[i] = arr
         self.flat_out[i] = arr.reshape(-1)
         return arr
@@ -232,8 +232,8 @@ class RunContext:
 def scratch(ctx: RunContext, dtype, shape) -> np.ndarray:
     """Scratch memory for this run from the arena (a plain array where a kernel runs without
     one, as in some tests). ``shape``: a tuple or an element count."""
-    shape = tuple(int(d) for d in shape) if isinstance(shape, (tuple, list)) else \
-        (int(shape),)
+    shape = tuple(map(int, shape)) if isinstance(shape, (tuple, list)) else (int(shape),)
     if ctx.arena is None:
         return np.empty(shape, dtype)
-    return ctx.arena.take(np.dtype(dtype), shape, ctx.node.name)
+    return ctx.arena.take(dtype if isinstance(dtype, np.dtype) else np.dtype(dtype), shape,
+                          ctx.node.name)

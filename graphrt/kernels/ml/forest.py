@@ -207,19 +207,22 @@ class Forest:
                        self.weights(acc.dtype, pairs=True), agg, acc,
                        take(np.bool_, acc.shape))
             return
+        block, threads = self.block, numba.get_num_threads()
         if rows < LANES:
             how = "trees"
         else:
-            how = rows >= 2 * self.block and rows * max(self.n_trees, 1) >= PARALLEL_WORK and \
-                numba.get_num_threads() > 1
+            how = threads > 1 and rows * max(self.n_trees, 1) >= PARALLEL_WORK and \
+                rows >= 2 * LANES
             if how:
+                # a batch of fewer than two blocks a thread gets smaller blocks
+                block = min(block, -(-rows // (threads * LANES)) * LANES)
                 ensure_layer()      # numba.get_thread_id needs the threading layer running
-        threads = numba.config.NUMBA_NUM_THREADS if how is True else 1
         row = self.width * (2 if self.nan_first else 1)
-        work = take(x.dtype, (threads, min(rows, self.block) * row))
+        work = take(x.dtype, (numba.config.NUMBA_NUM_THREADS if how is True else 1,
+                              min(rows, block) * row))
         leaves = take(np.uint32, (self.n_trees if how == "trees" else 0,))
         _WALKS[how](
-            x.reshape(-1), f, rows, self.width, self.nan_first, work, leaves, self.block,
+            x.reshape(-1), f, rows, self.width, self.nan_first, work, leaves, block,
             self.roots, self.depth, self.common, self.nodes(x.dtype), self.slot,
             self.weights(acc.dtype), self.target, self.dense, acc.reshape(-1), self.n_targets)
 

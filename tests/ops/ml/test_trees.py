@@ -142,11 +142,14 @@ def test_splits_are_compared_in_the_input_type():
         assert regress(x, attrs)[:, 0].tolist() == [0.0, 0.0, 1.0]
 
 
-@pytest.mark.parametrize("large", [False, True])    # True: the blocks of large ensembles
+@pytest.mark.parametrize("large", [False, True])
 def test_bits_do_not_depend_on_batch_or_threads(large, monkeypatch):
+    """``large``: the longer row blocks of ensembles that pass the level-2 cache, and
+    batches of any size in parallel."""
     if large:
         from graphrt.kernels.ml import forest
         monkeypatch.setattr(forest, "CACHED_NODES_BYTES", 0)
+        monkeypatch.setattr(forest, "PARALLEL_WORK", 0)
     rng = np.random.default_rng(7)
     attrs = legacy_forest(rng, n_trees=60, depth=7, n_features=6, n_targets=3, per_leaf=1,
                           leaf_prob=0.1)

@@ -91,6 +91,9 @@ class Session:
         allocated. ``profile``: a graphrt.profile.Profile that records each step's time."""
         graph = self._live_graph()
         arrays = self._validate_feeds(graph, feeds)
+        if output_names is None and not out:
+            # the common call (every output, no buffers): nothing to look up or check
+            return self._run(graph, arrays, cancel, self._deliver_all, None, (), profile)
         names = [o.name for o in graph.outputs] if output_names is None else list(output_names)
         wanted = [self._value_id(graph, name) for name in names]
         out = dict(out or {})
@@ -104,6 +107,12 @@ class Session:
             for vid, name in zip(wanted, names)], lambda plan: [
             self._check_out(plan, vid, name, out.get(name), False)
             for vid, name in zip(wanted, names)], keep, profile)
+
+    def _deliver_all(self, plan, values) -> list:
+        """Every graph output, in order, for a run without out buffers."""
+        graph = plan.graph
+        return [self._deliver(plan, values, vid, info.name, None, False)
+                for vid, info in zip(graph.output_ids, graph.outputs)]
 
     def _value_id(self, graph: CompiledGraph, name: str) -> int:
         k = self._output_pos.get(name)

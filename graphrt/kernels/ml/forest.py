@@ -118,6 +118,7 @@ class Forest:
         self.roots = (np.cumsum(sizes) - sizes).astype(np.int32)
         leaf = is_leaf[order]
         self.nan_first = bool(np.any(nan_first))
+        self.row = self.width * (2 if self.nan_first else 1)     # a copied row's length
         self.feature = np.where(leaf, 0, feature[order]).astype(np.int64)
         self._meta = (self.feature + self.width * nan_first[order]).astype(np.uint32)
         strict = (mode == LT) | (mode == GTE)
@@ -131,7 +132,7 @@ class Forest:
         self._order, self._kids, self._leaf = order, kids, leaf
         self._split, self._mode = split[order], mode[order]
         self._nan_to_true, self._members = nan_to_true, members
-        self._nodes, self._weights, self._general = {}, {}, None
+        self._nodes, self._weights, self._general, self._walk_args = {}, {}, None, {}
         # the (target, weight) pairs of each renumbered leaf, in their original order
         self.pair_start, take = _ranges(np.where(is_leaf, pair_start[:-1], 0),
                                         np.where(is_leaf, pair_start[1:], 0), order)
@@ -207,24 +208,28 @@ class Forest:
                        self.weights(acc.dtype, pairs=True), agg, acc,
                        take(np.bool_, acc.shape))
             return
-        block, threads = self.block, numba.get_num_threads()
+        block = self.block
         if rows < LANES:
             how = "trees"
         else:
+            threads = numba.get_num_threads()
             how = threads > 1 and rows * max(self.n_trees, 1) >= PARALLEL_WORK and \
                 rows >= 2 * LANES
             if how:
                 # a batch of fewer than two blocks a thread gets smaller blocks
                 block = min(block, -(-rows // (threads * LANES)) * LANES)
                 ensure_layer()      # numba.get_thread_id needs the threading layer running
-        row = self.width * (2 if self.nan_first else 1)
+        key = (x.dtype, acc.dtype)
+        fixed = self._walk_args.get(key)
+        if fixed is None:
+            fixed = self._walk_args[key] = (
+                self.roots, self.depth, self.common, self.nodes(x.dtype), self.slot,
+                self.weights(acc.dtype), self.target, self.dense)
         work = take(x.dtype, (numba.config.NUMBA_NUM_THREADS if how is True else 1,
-                              min(rows, block) * row))
-        leaves = take(np.uint32, (self.n_trees if how == "trees" else 0,))
-        _WALKS[how](
-            x.reshape(-1), f, rows, self.width, self.nan_first, work, leaves, block,
-            self.roots, self.depth, self.common, self.nodes(x.dtype), self.slot,
-            self.weights(acc.dtype), self.target, self.dense, acc.reshape(-1), self.n_targets)
+                              min(rows, block) * self.row))
+        leaves = take(np.uint32, (self.n_trees,)) if how == "trees" else _NO_LEAVES
+        _WALKS[how](x.reshape(-1), f, rows, self.width, self.nan_first, work, leaves, block,
+                    *fixed, acc.reshape(-1), self.n_targets)
 
     def weights(self, dtype, pairs: bool = False) -> np.ndarray:
         """The leaf weights (by slot, or ``pairs``) in the accumulator's type."""
@@ -479,6 +484,7 @@ def _walk_variant(how):
 
 
 _WALKS = {how: _walk_variant(how) for how in (False, True, "trees")}
+_NO_LEAVES = np.zeros(0, np.uint32)
 
 
 @njit(cache=True, nogil=True, inline="always")

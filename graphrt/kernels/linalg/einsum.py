@@ -180,9 +180,9 @@ class _Generic:
         work = self.tasks * max(1, math.prod(int(s) for s in self.sizes[self.n_out:]))
         self.fn = _CONTRACT.get(exact, work >= PARALLEL_MIN and self.tasks > 1)
 
-    def __call__(self, x0, x1, out):
+    def __call__(self, ctx, x0, x1, out):
         ensure_layer()          # numba.get_thread_id needs the threading layer running
-        stacks = np.empty((numba.config.NUMBA_NUM_THREADS, DEPTH), out.dtype)
+        stacks = scratch(ctx, out.dtype, (numba.config.NUMBA_NUM_THREADS, DEPTH))
         self.fn(x0, x0 if x1 is None else x1, out, self.sizes, self.s0, self.s1, self.n_out,
                 self.two, out.dtype.type(0), self.tasks, stacks)
 
@@ -276,7 +276,7 @@ class Einsum(OpKernel):
         ctx.set_output(0, dt, [sizes[c] for c in out])
         work = compute_dtype(dt)
         if n == 1 and terms[0] == out and len(set(out)) == len(out):
-            ctx.prepared = ([(False, None, 0)], work)
+            ctx.prepared = ([(None, 0)], work)
             return
         steps = []
         cur_t, cur_s = terms[0], shapes[0]
@@ -292,8 +292,7 @@ class Einsum(OpKernel):
                         labels.append(c)
             cls = _PairProduct if _PairProduct.eligible(step_terms, step_shapes, sizes, labels,
                                                         work) else _Generic
-            steps.append((cls is _PairProduct,
-                          cls(ctx.exact, step_terms, step_shapes, sizes, labels, work),
+            steps.append((cls(ctx.exact, step_terms, step_shapes, sizes, labels, work),
                           math.prod(sizes[c] for c in labels)))
             cur_t, cur_s = labels, tuple(sizes[c] for c in labels)
         ctx.prepared = (steps, work)
@@ -305,16 +304,13 @@ class Einsum(OpKernel):
         ins = [widen(ctx, x, work) for x in ins]
         final = out if out.dtype == work else scratch(ctx, work, out.shape)
         cur = ins[0]
-        for i, (pair, step, size) in enumerate(steps):
+        for i, (step, size) in enumerate(steps):
             if step is None:
                 np.copyto(final, cur)
                 break
             dst = final if i == len(steps) - 1 else scratch(ctx, work, (size,))
             other = ins[i + 1] if len(ins) > 1 else None
-            if pair:
-                step(ctx, cur, other, dst)
-            else:
-                step(cur, other, dst)
+            step(ctx, cur, other, dst)
             cur = dst
         if final is not out:
             np.copyto(out, final, casting="unsafe")

@@ -132,7 +132,7 @@ class Forest:
         self._order, self._kids, self._leaf = order, kids, leaf
         self._split, self._mode = split[order], mode[order]
         self._nan_to_true, self._members = nan_to_true, members
-        self._nodes, self._weights, self._general, self._walk_args = {}, {}, None, {}
+        self._weights, self._general, self._walk_args = {}, None, {}
         # the (target, weight) pairs of each renumbered leaf, in their original order
         self.pair_start, take = _ranges(np.where(is_leaf, pair_start[:-1], 0),
                                         np.where(is_leaf, pair_start[1:], 0), order)
@@ -153,22 +153,19 @@ class Forest:
         so that a step touches one cache line: uint32 words [4 n], node i's feature word at
         4i and its second child at 4i + 1, and its t' in the last 8 bytes (float32 at word
         4i + 2, or a float64 over 4i + 2 and 4i + 3), read as thresholds[(i << shift) +
-        offset] from the same memory. Gives (words, thresholds, shift, offset)."""
+        offset] from the same memory. Gives (words, thresholds, shift, offset); made once
+        per type by :meth:`scores`."""
         dtype = np.dtype(dtype)
-        got = self._nodes.get(dtype)
-        if got is None:
-            m, s = self._mode, self._split
-            strict = (m == LT) | (m == GTE)
-            t = np.where(strict, below(s, dtype), down(s, dtype)).astype(dtype)
-            t[self._leaf] = np.nan
-            words = np.zeros((t.size, 4), np.uint32)
-            words[:, 0], words[:, 1] = self._meta, self._second
-            words[:, 2:2 + dtype.itemsize // 4].view(dtype)[:, 0] = t
-            flat = words.reshape(-1)
-            shift, offset = (2, 2) if dtype.itemsize == 4 else (1, 1)
-            got = self._nodes[dtype] = (flat, flat.view(dtype), np.uint64(shift),
-                                        np.uint64(offset))
-        return got
+        m, s = self._mode, self._split
+        strict = (m == LT) | (m == GTE)
+        t = np.where(strict, below(s, dtype), down(s, dtype)).astype(dtype)
+        t[self._leaf] = np.nan
+        words = np.zeros((t.size, 4), np.uint32)
+        words[:, 0], words[:, 1] = self._meta, self._second
+        words[:, 2:2 + dtype.itemsize // 4].view(dtype)[:, 0] = t
+        flat = words.reshape(-1)
+        shift, offset = (2, 2) if dtype.itemsize == 4 else (1, 1)
+        return flat, flat.view(dtype), np.uint64(shift), np.uint64(offset)
 
     def general(self):
         """The interpreter's tables, made on first use: feature, original mode, float64
@@ -218,7 +215,9 @@ class Forest:
             if how:
                 # a batch of fewer than two blocks a thread gets smaller blocks
                 block = min(block, -(-rows // (threads * LANES)) * LANES)
-                ensure_layer()      # numba.get_thread_id needs the threading layer running
+            # the row walks take their scratch by numba.get_thread_id, which links against
+            # the threading layer even in serial code
+            ensure_layer()
         key = (x.dtype, acc.dtype)
         fixed = self._walk_args.get(key)
         if fixed is None:

@@ -1,4 +1,8 @@
 """graphrt: an ONNX runtime whose kernels are compiled with Numba."""
+from .cache import install as _install_cache
+
+_install_cache()        # before any kernel module: numba binds a locator at decoration
+
 from .threads import pin_layer as _pin_layer
 
 _pin_layer()
@@ -12,8 +16,9 @@ from .options import CancelToken, Mode, OptimizationLevel, SessionOptions, Weigh
 from .profile import Profile  # noqa: E402
 from .score import score  # noqa: E402
 from .session import Session  # noqa: E402
+from .warmup import warmup  # noqa: E402
 
 __all__ = ["load", "Model", "Session", "SessionOptions", "SessionError", "ErrorKind", "TensorInfo",
            "CancelToken", "Mode", "OptimizationLevel", "WeightStorage", "Profile",
-           "score", "compare", "custom_operators", "OpDef", "OpKernel"]
+           "score", "compare", "warmup", "custom_operators", "OpDef", "OpKernel"]
 __version__ = "0.1.0"

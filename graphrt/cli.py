@@ -5,6 +5,8 @@
     graphrt bench model.onnx --dim batch=8 --runs 100
     graphrt score model.onnx rows.parquet --batch-size 4096 --output scores.parquet
     graphrt compare model.onnx --input x.npz --against onnxruntime
+    graphrt warmup model.onnx --ops common --mode both
+    graphrt cache info
 
 Errors are printed as one line (the SessionError message) with exit status 2; ``compare``
 exits with 1 when the results differ beyond tolerance.
@@ -20,7 +22,7 @@ from collections import Counter
 
 import numpy as np
 
-from . import dtypes as _dt
+from . import cache, dtypes as _dt
 from .compare import PEERS, compare, describe, random_feeds
 from .errors import SessionError
 from .importer import read_model
@@ -28,6 +30,7 @@ from .kernels.table import DEFAULT
 from .options import SessionOptions
 from .score import load_data, save_outputs, score, to_feeds
 from .session import Session
+from .warmup import SETS, warmup
 
 
 def main(argv=None) -> int:
@@ -106,7 +109,57 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--seed", type=int, default=0, help="random inputs' seed")
     c.add_argument("--no-walk", action="store_true",
                    help="compare the outputs only, not the intermediate values")
+
+    c = sub.add_parser("warmup", help="Compile ahead of time: fill the kernel cache for models "
+                       "or a common operator set.",
+                       description="Compile ahead of time: run each model on random inputs "
+                       "(symbolic dims 1, then 64) and/or the common operator set, so that "
+                       "later processes load the kernels from the cache (GRAPHRT_CACHE_DIR).")
+    c.add_argument("models", nargs="*", help=".onnx files to warm (run on random inputs)")
+    c.add_argument("--ops", choices=sorted(SETS), default=None,
+                   help="also warm this operator set")
+    c.add_argument("--mode", choices=("fast", "exact", "both"), default="fast")
+    c.add_argument("--threads", type=int, default=0,
+                   help="intra-op threads as the sessions will use them (0: one per core)")
+    c.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
+                   help="a symbolic dimension's extent (repeatable; others take each of the "
+                        "sizes 1 and 64 in turn)")
+    c.set_defaults(func=_warmup)
+
+    c = sub.add_parser("cache", help="Show or clear graphrt's compiled-code cache.",
+                       description="graphrt's compiled kernels and schedules (GRAPHRT_CACHE_DIR, "
+                       "default ~/.cache/graphrt).")
+    c.add_argument("action", choices=("info", "clear"))
+    c.set_defaults(func=_cache)
     return p
+
+
+def _warmup(args) -> int:
+    if not args.models and args.ops is None:
+        print("graphrt: error: give models to warm, or --ops common", file=sys.stderr)
+        return 2
+    modes = ("fast", "exact") if args.mode == "both" else (args.mode,)
+    t0 = time.perf_counter()
+
+    def report(rec):
+        state = f"error: {rec['error']}" if rec["error"] else f"{rec['compiled']} compiled"
+        print(f"{rec['seconds']:7.2f} s  {rec['mode']:5s}  {rec['model']}  ({state})", flush=True)
+
+    records = warmup(args.models, ops=args.ops, modes=modes, dims=_parse_dims(args.dim),
+                     threads=args.threads, report=report)
+    print(f"warmed {len(records)} in {time.perf_counter() - t0:.1f} s: "
+          f"{sum(r['compiled'] for r in records)} kernels compiled")
+    return 1 if any(r["error"] for r in records) else 0
+
+
+def _cache(args) -> None:
+    if args.action == "clear":
+        gone = cache.clear()
+        print("removed " + (", ".join(gone) if gone else "nothing (the cache was empty)"))
+        return
+    for part, rec in cache.info().items():
+        print(f"{part:9s} {rec['folder']}: {rec['files']} files, {rec['bytes'] / 2**20:.1f} MiB"
+              + (f", {rec['compiled']} compiled specialisations" if part == "kernels" else ""))
 
 
 def _session(args) -> Session:

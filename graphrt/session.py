@@ -7,6 +7,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import dtypes as _dt, packed, threads
+from .compiling import MONITOR, settle
 from .errors import ErrorKind, SessionError
 from .graph import CompiledGraph
 from .importer import read_model
@@ -41,11 +42,16 @@ class Session:
                                                self._feedable)
         self._opsets = dict(model.opsets)
         self.model_info = model.info       # producer, description, version, metadata_props
-        self.pass_counts = run_passes(self._graph, operators, self.options.optimization_level,
-                                      self.options.exact, cancel)
+        self._threads = threads.resolve(self.options.intra_op_threads)
+        token = threads.PLAN_THREADS.set(self._threads)
+        try:
+            self.pass_counts = run_passes(self._graph, operators,
+                                          self.options.optimization_level, self.options.exact,
+                                          cancel)
+        finally:
+            threads.PLAN_THREADS.reset(token)
         self._cancel = cancel
         self.kernel_path = KERNEL_PATH
-        self._threads = threads.resolve(self.options.intra_op_threads)
         self._poison = checked_mode()
         self._plans = PlanCache(self._graph, self.options.max_cached_plans, self._poison,
                                 self.options.max_arena_bytes)
@@ -55,6 +61,7 @@ class Session:
         self._output_pos = {info.name: i for i, info in enumerate(self._graph.outputs)}
         self._value_ids = None
         self._made = None
+        settle()
 
     # -- description -------------------------------------------------------------------
     @property
@@ -151,9 +158,14 @@ class Session:
         return result.shape
 
     def _run(self, graph, arrays, cancel, deliver, precheck, keep=(), profile=None):
-        return self._plans.run(arrays, deliver, keep=keep, precheck=precheck, profile=profile,
-                               cancel=cancel if cancel is not None else self._cancel,
-                               threads=self._threads)
+        try:
+            return self._plans.run(arrays, deliver, keep=keep, precheck=precheck,
+                                   profile=profile,
+                                   cancel=cancel if cancel is not None else self._cancel,
+                                   threads=self._threads)
+        finally:
+            if MONITOR.start is not None:      # a first run compiled kernels: say it is done
+                settle()
 
     def _live_graph(self) -> CompiledGraph:
         graph = self._graph

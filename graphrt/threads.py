@@ -6,6 +6,7 @@ numba starts its threads; if neither loads, sessions fail with a clear error.
 """
 from __future__ import annotations
 
+import contextvars
 import threading
 
 import numba
@@ -44,6 +45,19 @@ def ensure_layer() -> None:
                                f"numba runs the {layer!r} threading layer, which is not safe for "
                                "concurrent runs; set NUMBA_THREADING_LAYER=omp (or tbb)")
         _ready = True
+
+
+# The thread count of the session whose plans are being built on this Python thread, where it
+# is one: kernels then take their serial variants (the same bits: fast-mode results do not
+# depend on the thread count), so a one-thread session never compiles a parallel loop.
+# Set by PlanCache.run for the whole run (If/Loop bodies plan during their parent's run) and
+# by Session while its graph passes fold constants.
+PLAN_THREADS: contextvars.ContextVar = contextvars.ContextVar("graphrt_plan_threads",
+                                                              default=None)
+
+
+def serial_planning() -> bool:
+    return PLAN_THREADS.get() == 1
 
 
 def available() -> int:

@@ -49,7 +49,7 @@ def compiled(sess):
 
 @pytest.fixture(autouse=True)
 def cache_dir(tmp_path, monkeypatch):
-    monkeypatch.setenv("GRAPHRT_CACHE_DIR", str(tmp_path / "schedules"))
+    monkeypatch.setenv("GRAPHRT_SCHEDULE_DIR", str(tmp_path / "schedules"))
     monkeypatch.setenv("GRAPHRT_JIT_SCHEDULE", "0")     # compiled here, not in the background
     return tmp_path / "schedules"
 
@@ -124,7 +124,7 @@ def test_another_process_loads_the_schedule_from_disk(cache_dir):
         "plan = compiled(s)\n"
         "print(sum(sum(g.fn.stats.cache_hits.values()) for g in plan.jit.segments),"
         " len(plan.jit.segments))\n")
-    env = dict(os.environ, GRAPHRT_CACHE_DIR=str(cache_dir), GRAPHRT_JIT_SCHEDULE="0")
+    env = dict(os.environ, GRAPHRT_SCHEDULE_DIR=str(cache_dir), GRAPHRT_JIT_SCHEDULE="0")
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     runs = [subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True,
                            text=True, timeout=600) for _ in range(2)]

@@ -43,3 +43,28 @@ def test_threading_layer_is_thread_safe():
     import numba
     graphrt.Session(models.mlp())
     assert numba.threading_layer() in ("omp", "tbb")
+
+
+def test_a_one_thread_session_plans_serial_kernels_with_the_same_bits():
+    """A session of one thread never takes (or compiles) a parallel variant, in its own plans
+    and where its graph passes fold constants; its results are the bits of a two-thread
+    session's, which takes the parallel one for the same large Add."""
+    from onnx import TensorProto, helper
+
+    from graphrt.kernels.elementwise.arithmetic import ADD_VARIANTS
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [512, 256])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [512, 256])
+    g = helper.make_graph([helper.make_node("Add", ["x", "x"], ["y"])], "g", [x], [y])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    data = np.random.default_rng(0).standard_normal((512, 256)).astype(np.float32)
+    outs, fns = [], []
+    for threads in (1, 2):
+        sess = graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=threads))
+        outs.append(sess.run(None, {"x": data})[0])
+        (_, entry), = sess._plans._entries
+        (step,) = [s for s in entry.plan.steps if s.node.info.op_type == "Add"]
+        fns.append(step.prepared[1])
+    assert outs[0].tobytes() == outs[1].tobytes()
+    assert fns[0] is ADD_VARIANTS.get(False, False)
+    if graphrt.threads.available() > 1:
+        assert fns[1] is ADD_VARIANTS.get(False, True)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Callable
 
 
 from .. import packed
-from ..threads import thread_count_calls
+from ..threads import PLAN_THREADS, thread_count_calls
 from . import jitsched
 from .build import ExecutionPlan, build_plan
 from .execute import execute, release_dynamic
@@ -99,6 +99,15 @@ class PlanCache:
         ``precheck(plan)`` runs before anything else (buffer checks); ``keep``: values to
         keep alive to the end; ``profile``: a graphrt.profile.Profile; ``threads``: numba's
         thread count for this run (put back afterwards)."""
+        if threads != 1:
+            return self._run(arrays, deliver, keep, cancel, precheck, profile, threads)
+        token = PLAN_THREADS.set(1)     # a one-thread session plans serial kernels only
+        try:
+            return self._run(arrays, deliver, keep, cancel, precheck, profile, threads)
+        finally:
+            PLAN_THREADS.reset(token)
+
+    def _run(self, arrays, deliver, keep, cancel, precheck, profile, threads):
         entry = self.acquire(signature(arrays), keep)
         try:
             plan = entry.plan

@@ -14,7 +14,7 @@ of modules a process compiles stays bounded however many shapes it sees).
 The source names each kernel by its module, its qualified name (jit.Variants puts a hash of
 the bound helpers there) and a hash of its source -- numba's cached code refers to the
 kernel's module, so a kernel that moves must rename the file -- and the module is written once to a file named by
-the hash of its text, under GRAPHRT_CACHE_DIR (default ~/.cache/graphrt/schedules), so numba's
+the hash of its text, in graphrt's schedule cache (cache.schedules_dir), so numba's
 on-disk cache serves it to later processes. Building and compiling start on a background
 thread at a plan's second run (a plan used once is not worth compiling); until they are
 done, and for runs with a cancel token, a profile or checked mode, the plan runs its steps
@@ -32,6 +32,8 @@ import threading
 
 import numba
 import numpy as np
+
+from ..cache import schedules_dir
 
 MIN_STEPS = 2               # a segment shorter than this is not worth a numba call of its own
 
@@ -64,8 +66,7 @@ class Schedule:
 
 
 def cache_dir() -> str:
-    return os.environ.get("GRAPHRT_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "graphrt", "schedules")
+    return schedules_dir()
 
 
 def start_compile(plan, state) -> None:

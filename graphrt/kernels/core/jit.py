@@ -12,11 +12,14 @@ every sum; exact variants use none.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import types
 
 from numba import njit
+
+from ...threads import serial_planning
 
 # "arcp" is left out too: it lets LLVM turn x / y into x * (1 / y) in one compile and not in
 # another (serial vs parallel), so a row's bits would depend on the batch it came in.
@@ -28,24 +31,68 @@ FAST_MATH = frozenset({"contract", "afn", "nsz"})
 EXACT = False   # placeholder: rebound per variant
 
 
+def _typed_without_literals() -> None:
+    """Make a call from compiled code to one of graphrt's functions type its arguments
+    without literal values first: numba would otherwise compile a specialisation per
+    constant an argument is given at some call site (``f(x, 0, 64)`` and ``f(x, i, n)``
+    twice, ``f(..., True)`` and ``f(..., False)`` twice), each compile costing as much as
+    the first. Where the plain types do not type (a function that needs a literal), the
+    literal ones are tried, as numba would. Other packages' functions are left alone."""
+    from numba.core import errors
+    from numba.core import types as nt
+    from numba.core.dispatcher import Dispatcher
+    if getattr(Dispatcher.get_call_template, "graphrt", False):
+        return
+    literal = Dispatcher.get_call_template
+
+    def get_call_template(self, args, kws):
+        if self._can_compile and (self.py_func.__module__ or "").startswith("graphrt."):
+            plain = tuple(nt.unliteral(a) for a in args)
+            plain_kws = {k: nt.unliteral(v) for k, v in kws.items()}
+            if plain != tuple(args) or plain_kws != kws:
+                try:
+                    return literal(self, plain, plain_kws)
+                except (errors.TypingError, errors.ForceLiteralArg):
+                    pass
+        return literal(self, args, kws)
+
+    get_call_template.graphrt = True
+    Dispatcher.get_call_template = get_call_template
+
+
+_typed_without_literals()
+
+
 class Variants:
-    """The compiled forms of one template: ``get(exact, parallel)``."""
+    """The compiled forms of one template: ``get(exact, parallel, small)``. ``small``: a
+    template of the same signature and results written for tiny inputs (shape arithmetic):
+    one plain loop, a fraction of the template's compile time."""
 
     __slots__ = ("_table", "name")
 
-    def __init__(self, template, name: str, parallel: bool = False, **consts):
+    def __init__(self, template, name: str, parallel: bool = False, small=None, **consts):
         self.name = name
-        tag = _hash_of(consts, template)
         self._table = {}
-        for exact in (False, True):
-            for par in ((False, True) if parallel else (False,)):
-                qual = f"{name}_{'exact' if exact else 'fast'}{'_par' if par else ''}_{tag}"
-                fn = rebind(template, qual, dict(consts, EXACT=exact))
-                self._table[exact, par] = njit(
-                    fn, cache=True, nogil=True, parallel=par, error_model="numpy",
+        forms = [(template, par, "_par" if par else "") for par in
+                 ((False, True) if parallel else (False,))]
+        if small is not None:
+            forms.append((small, "small", "_small"))
+        for body, key, suffix in forms:
+            tag = _hash_of(consts, body)
+            for exact in (False, True):
+                qual = f"{name}_{'exact' if exact else 'fast'}{suffix}_{tag}"
+                fn = rebind(body, qual, dict(consts, EXACT=exact))
+                self._table[exact, key] = njit(
+                    fn, cache=True, nogil=True, parallel=key is True, error_model="numpy",
                     fastmath=False if exact else set(FAST_MATH))
 
-    def get(self, exact: bool, parallel: bool = False):
+    def get(self, exact: bool, parallel: bool = False, small: bool = False):
+        if parallel and serial_planning():
+            parallel = False
+        if small and not parallel:
+            fn = self._table.get((exact, "small"))
+            if fn is not None:
+                return fn
         return self._table.get((exact, parallel)) or self._table[exact, False]
 
 
@@ -89,15 +136,22 @@ def _feed(h, value, seen: set) -> None:
     _feed_source(h, py, seen)
 
 
+@functools.lru_cache(maxsize=None)
+def _source(code) -> bytes:
+    """A function's source text (memoised: inspect tokenises the whole block each time, and
+    the shared helpers are hashed into hundreds of variants at import)."""
+    try:
+        return inspect.getsource(code).encode()
+    except OSError:     # made at run time (exec): its code and constants stand for it
+        return code.co_code + repr(code.co_consts).encode()
+
+
 def _feed_source(h, py, seen: set) -> None:
     if id(py) in seen:
         return
     seen.add(id(py))
     h.update(py.__module__.encode())    # cached code refers to it: a helper that moves renames
-    try:
-        h.update(inspect.getsource(py).encode())
-    except OSError:     # made at run time (exec): its code and constants stand for it
-        h.update(py.__code__.co_code + repr(py.__code__.co_consts).encode())
+    h.update(_source(py.__code__))
     for name in py.__code__.co_names:
         callee = py.__globals__.get(name)
         if getattr(callee, "py_func", None) is not None:

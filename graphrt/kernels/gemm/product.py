@@ -181,12 +181,12 @@ def _epilogue_of(gemm, g, c, out, o, r0, j0, alpha, beta, one):
     return (out, o, g[_T_N], flags)
 
 
-def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work, btab):
+def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work, btab, kt):
     """Task t: batch entry t // (tm * tn), then a row block and a column block of it;
     out[rows, cols] = A'[rows] B'[:, cols] by graphrt's micro-kernel (OWN) or one ?gemm call
     (alpha 1, beta 0: unit holds those two) on the calling thread, then Gemm's epilogue on
-    the tile while it is in cache; ``btab``: where B's rows are (microkernel's tile products,
-    OWN only). For the BLAS, row-major out = A'B' is column-major
+    the tile while it is in cache; ``btab``: where B's rows are, ``kt``: the micro-kernels
+    (microkernel's tile products, OWN only). For the BLAS, row-major out = A'B' is column-major
     out^T = B'^T A'^T, so B is its first operand."""
     m = g[_T_M]
     n = g[_T_N]
@@ -217,15 +217,12 @@ def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work, btab):
         oo = batch * m * n
         fused = False
         if OWN:
-            ap, bp, cb = microkernel.carve(work[numba.get_thread_id()], r1 - r0, w, kk)
-            args = (a, offa[batch] + r0 * a_si, a_si, g[_T_A_SK], b, offb[batch] + j0 * b_sj,
-                    g[_T_B_SK], b_sj, out, oo + r0 * n + j0, n, r1 - r0, w, kk, ap, bp, cb,
-                    EXACT, btab, _epilogue_of(GEMM, g, c, out, oo + r0 * n + j0, r0, j0, alpha,
-                                              beta, unit[0]))
-            if EXACT:       # (a constant: only this mode's kernels are compiled)
-                fused = microkernel.tile_product_exact(*args)
-            else:
-                fused = microkernel.tile_product_fast(*args)
+            e, e_off, e_si, flags = _epilogue_of(GEMM, g, c, out, oo + r0 * n + j0, r0, j0,
+                                                 alpha, beta, unit[0])
+            fused = microkernel.call_tile(kt, (
+                a, offa[batch] + r0 * a_si, a_si, g[_T_A_SK], b, offb[batch] + j0 * b_sj,
+                g[_T_B_SK], b_sj, out, oo + r0 * n + j0, n, r1 - r0, w, kk,
+                work[numba.get_thread_id()], EXACT, btab, e, e_off, e_si, flags, kt)) != 0
         else:
             blas.XXGEMM(kind, tb, ta, w, r1 - r0, kk, blas.ptr(unit, 0),
                         blas.ptr(b, offb[batch] + j0 * b_sj), ldb,
@@ -275,19 +272,20 @@ class _TileCall:
     """One plan's tiled product; a BLAS call holds the BLAS at one thread. ``batches`` (at
     most the planned count) runs the first batch entries only."""
 
-    __slots__ = ("fn", "offa", "offb", "geo", "tasks", "alpha", "beta", "unit", "own", "btab")
+    __slots__ = ("fn", "offa", "offb", "geo", "tasks", "alpha", "beta", "unit", "own", "btab",
+                 "kt")
 
     def __call__(self, a, b, c, out, batches: int | None = None) -> None:
         tasks = self.tasks if batches is None else \
             min(batches, len(self.offa)) * int(self.geo[_T_TM] * self.geo[_T_TN])
         if self.own:
             self.fn(a, b, c, out, self.offa, self.offb, self.geo, self.alpha, self.beta,
-                    self.unit, tasks, microkernel.work_for(out.dtype), self.btab)
+                    self.unit, tasks, microkernel.work_for(out.dtype), self.btab, self.kt)
             return
         blas.enter()
         try:
             self.fn(a, b, c, out, self.offa, self.offb, self.geo, self.alpha, self.beta,
-                    self.unit, tasks, self.unit, self.btab)
+                    self.unit, tasks, self.unit, self.btab, self.kt)
         finally:
             blas.leave()
 
@@ -383,6 +381,7 @@ def _plan_tiles(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=Tru
     call.alpha, call.beta = dt.type(alpha), dt.type(beta)
     call.unit = np.array([1, 0], dtype=dt)
     call.btab = microkernel.NO_TABLE if btab is None else np.asarray(btab, dtype=np.int64)
+    call.kt = microkernel.kernels(dt, exact) if own else call.btab
     return call
 
 

@@ -1329,8 +1329,8 @@ class FastExact:
         self.fast = fast
         self.exact = exact
 
-    def get(self, exact: bool, parallel: bool = False):
-        return (self.exact if exact else self.fast).get(exact, parallel)
+    def get(self, exact: bool, parallel: bool = False, small: bool = False):
+        return (self.exact if exact else self.fast).get(exact, parallel, small)
 
     @classmethod
     def of(cls, make, libm_op, own_op, name: str) -> "FastExact":

@@ -106,7 +106,7 @@ def _im2col_block(x, col, g, rows, p0, p1, xo):
             p = end
 
 
-def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work):
+def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work, kt):
     """Fast-mode Conv without a whole-image column matrix: task t takes an image, a group,
     a block of pb output positions and a block of mb output channels, unfolds just that
     block (it stays in cache) and multiplies it by the weights with the micro-kernel (every
@@ -118,9 +118,6 @@ def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work):
     nblk = (p_ + pb - 1) // pb
     mblk = (mg + mb - 1) // mb
     per_image = groups * nblk * mblk
-    # int64 values, not literals: the call then has the very types of the product kernels'
-    # call, so both share one compile of the micro-kernel family (literal 0 and 1 would
-    # make numba compile a second one, about 20 s)
     zero = np.int64(0)
     one = np.int64(1)
     for t in prange(tasks):
@@ -136,11 +133,10 @@ def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work):
         slot = numba.get_thread_id()
         col = cols[slot, :kk * (p1 - p0)]
         _im2col_block(x, col, g, kk, p0, p1, (img * g[C] + gi * cg) * in_size)
-        ap, bp, cb = microkernel.carve(work[slot], rows, p1 - p0, kk)
-        microkernel.tile_product_fast(w, (gi * mg + m0) * kk, kk, one, col, zero, p1 - p0, one, y,
-                                      (img * groups * mg + gi * mg + m0) * p_ + p0, p_, rows,
-                                      p1 - p0, kk, ap, bp, cb, False, microkernel.NO_TABLE,
-                                      (y, zero, zero, zero))
+        microkernel.call_tile(kt, (w, (gi * mg + m0) * kk, kk, one, col, zero, p1 - p0, one, y,
+                                   (img * groups * mg + gi * mg + m0) * p_ + p0, p_, rows,
+                                   p1 - p0, kk, work[slot], False, microkernel.NO_TABLE,
+                                   y, zero, zero, zero, kt))
 
 
 def _depthwise(x, w, y, g, planes, mg, kk, rows, work):
@@ -467,7 +463,8 @@ class Conv(GroupedConv):
         if p.tiles is not None:
             fn, args = p.tiles
             cols = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, args[3] * args[4]))
-            fn(x, w, y, p.geo, *args, cols, microkernel.work_for(p.wdt))
+            fn(x, w, y, p.geo, *args, cols, microkernel.work_for(p.wdt),
+               microkernel.kernels(p.wdt, False))
             _finish(ctx.exact, p, y, b, p.n)
             narrow(ctx.flat_out[0], y)
             return

@@ -108,29 +108,41 @@ def _hardmax_row(x, out):
     out[at] = 1
 
 
+STRIDED = False
+
+
 def _rows(x, out, n, inner, tasks):
+    """ROW over each of the tasks rows: contiguous ones (inner = 1), or with STRIDED (bound
+    per family) rows inner elements apart. Two families, so that a model with contiguous rows
+    only compiles ROW for them only (each layout is a compile of ROW and its sum)."""
     for t in prange(tasks):
         o = t // inner
         base = o * n * inner + (t - o * inner)
-        if inner == 1:
-            ROW(x[base:base + n], out[base:base + n])
-        else:
+        if STRIDED:
             last = base + (n - 1) * inner + 1
             ROW(x[base:last:inner], out[base:last:inner])
+        else:
+            ROW(x[base:base + n], out[base:base + n])
 
 
-SOFTMAX_ROWS = FastExact(Variants(_rows, "softmax", parallel=True, ROW=_softmax_row),
-                     Variants(_rows, "softmax_exact", parallel=True, ROW=_softmax_row_exact))
-_LOG_SOFTMAX = FastExact(
-    Variants(_rows, "log_softmax", parallel=True, ROW=_log_softmax_row),
-    Variants(_rows, "log_softmax_exact", parallel=True, ROW=_log_softmax_row_exact))
-_HARDMAX = Variants(_rows, "hardmax", parallel=True, ROW=_hardmax_row)
+def _families(name: str, fast_row, exact_row) -> tuple:
+    """(contiguous, strided) row kernels of one operator, fast and exact."""
+    return tuple(FastExact(
+        Variants(_rows, f"{name}{suffix}", parallel=True, ROW=fast_row, STRIDED=strided),
+        Variants(_rows, f"{name}_exact{suffix}", parallel=True, ROW=exact_row, STRIDED=strided))
+        for strided, suffix in ((False, ""), (True, "_strided")))
+
+
+_SOFTMAX = _families("softmax", _softmax_row, _softmax_row_exact)
+SOFTMAX_ROWS = _SOFTMAX[0]      # contiguous rows (attention's scores)
+_LOG_SOFTMAX = _families("log_softmax", _log_softmax_row, _log_softmax_row_exact)
+_HARDMAX = _families("hardmax", _hardmax_row, _hardmax_row)
 
 
 class Softmax(OpKernel):
     supports_exact = True
     in_place_input = True
-    VARIANTS = SOFTMAX_ROWS
+    VARIANTS = _SOFTMAX
 
     def __init__(self, node):
         super().__init__(node)
@@ -152,7 +164,7 @@ class Softmax(OpKernel):
             n, inner = shape[axis], math.prod(shape[axis + 1:])
         tasks = outer * inner if n else 0
         parallel = outer * n * inner >= PARALLEL_MIN and tasks > 1
-        ctx.prepared = (n, inner, tasks, self.VARIANTS.get(ctx.exact, parallel))
+        ctx.prepared = (n, inner, tasks, self.VARIANTS[inner > 1].get(ctx.exact, parallel))
 
     def run(self, ctx: RunContext) -> None:
         n, inner, tasks, fn = ctx.prepared

@@ -17,28 +17,25 @@ SHAPES = [(1, 1, 1), (1, 7, 5), (13, 7, 37), (12, 256, 32), (25, 300, 70), (3, 5
           (10, 300, 45), (22, 40, 70), (7, 520, 33), (17, 9, 64), (35, 257, 96)]
 
 
-def tile_product(exact):
-    return mk.tile_product_exact if exact else mk.tile_product_fast
-
-
 def product(a, b, *, transposed_b=False, exact=False, table=False):
     m, k = a.shape
     n = b.shape[0] if transposed_b else b.shape[1]
     out = np.full(m * n, np.nan, a.dtype)
     ap, bp, cb = mk.carve(mk.work_for(out.dtype)[0], m, n, k)
     plain = (out, 0, 0, 0)        # no epilogue
+    kt = mk.kernels(out.dtype, exact)
     if transposed_b:    # b holds B^T (n, k): B[k, j] at j * k + k
-        tile_product(exact)(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, 1, k, out, 0, n, m, n, k,
-                        ap, bp, cb, exact, mk.NO_TABLE, plain)
+        mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, 1, k, out, 0, n, m, n, k,
+                        ap, bp, cb, exact, mk.NO_TABLE, plain, kt)
     elif table:         # B's rows in reverse order, n + 3 apart, found through the table
         src = np.full((k, n + 3), np.nan, a.dtype)
         src[::-1, 2:n + 2] = b
         tab = np.arange(k - 1, -1, -1, dtype=np.int64) * (n + 3) + 2
-        tile_product(exact)(a.reshape(-1), 0, k, 1, src.reshape(-1), 0, 0, 1, out, 0, n, m, n, k,
-                        ap, bp, cb, exact, tab, plain)
+        mk.tile_product(a.reshape(-1), 0, k, 1, src.reshape(-1), 0, 0, 1, out, 0, n, m, n, k,
+                        ap, bp, cb, exact, tab, plain, kt)
     else:
-        tile_product(exact)(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, n, 1, out, 0, n, m, n, k,
-                        ap, bp, cb, exact, mk.NO_TABLE, plain)
+        mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, n, 1, out, 0, n, m, n, k,
+                        ap, bp, cb, exact, mk.NO_TABLE, plain, kt)
     return out.reshape(m, n)
 
 

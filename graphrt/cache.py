@@ -1,0 +1,149 @@
+"""Where graphrt keeps what it compiles, and the numba cache locator that puts it there.
+
+    <root>/kernels/<folder of the source inside graphrt>/   numba's index and data files
+    <root>/schedules/                                     generated schedule modules
+                                                          (or GRAPHRT_SCHEDULE_DIR)
+
+``root``: GRAPHRT_CACHE_DIR if set, else ``$XDG_CACHE_HOME/graphrt`` (default
+``~/.cache/graphrt``). Where only NUMBA_CACHE_DIR is set, kernels go to
+``$NUMBA_CACHE_DIR/graphrt`` (so a process that isolates numba's cache isolates graphrt's).
+
+A kernel's cache entry is found by its file's path *inside the package* and validated by a
+hash of that file's content (numba's source stamp), never by the file's absolute path or
+mtime: a copied, moved or reinstalled unchanged graphrt reuses every entry, and one folder
+can serve every worker of a cluster. Files are written under a temporary name and renamed
+into place (numba's writer), so no reader sees a torn file. numba's own save reads a
+function's index, picks a data file name and writes both without a lock, so two processes
+adding different signatures at once could both pick ``.1.nbc`` and leave an index entry
+naming the other's code; graphrt's folders are saved under an exclusive lock on the index
+(``<index>.lock``, where the platform has fcntl), data file first, then the merged index.
+
+This module imports nothing of graphrt's: it must be installed before the first kernel
+module is imported (numba picks a function's cache locator when it is decorated).
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+import os
+import shutil
+
+from numba.core import caching
+
+try:
+    import fcntl
+except ImportError:         # (no advisory locks: numba's unlocked save)
+    fcntl = None
+
+PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def root() -> str:
+    env = os.environ.get("GRAPHRT_CACHE_DIR")
+    if env:
+        return env
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "graphrt")
+
+
+def kernels_dir() -> str:
+    if not os.environ.get("GRAPHRT_CACHE_DIR") and os.environ.get("NUMBA_CACHE_DIR"):
+        return os.path.join(os.environ["NUMBA_CACHE_DIR"], "graphrt")
+    return os.path.join(root(), "kernels")
+
+
+def schedules_dir() -> str:
+    """GRAPHRT_SCHEDULE_DIR (the schedules alone, e.g. to isolate them) or <root>/schedules."""
+    return os.environ.get("GRAPHRT_SCHEDULE_DIR") or os.path.join(root(), "schedules")
+
+
+class KernelLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
+    """numba's locator for graphrt's own functions: <kernels_dir>/<relative folder>."""
+
+    folders: set = set()        # every folder this locator gave out (saved under a lock)
+
+    def __init__(self, py_func, py_file):
+        self._py_file = py_file
+        self._lineno = py_func.__code__.co_firstlineno
+        rel = os.path.relpath(os.path.dirname(os.path.abspath(py_file)), PACKAGE)
+        self._cache_path = os.path.join(kernels_dir(), "graphrt" if rel == "." else
+                                        os.path.join("graphrt", rel))
+        KernelLocator.folders.add(self._cache_path)
+
+    def get_cache_path(self):
+        return self._cache_path
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        path = os.path.abspath(py_file)
+        if not path.startswith(PACKAGE + os.sep):
+            return None
+        return super().from_function(py_func, py_file)
+
+
+@contextlib.contextmanager
+def _locked(path: str):
+    if fcntl is None:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+_numba_save = caching.IndexDataCacheFile.save
+
+
+def _save(self, key, data):
+    """IndexDataCacheFile.save for graphrt's folders: under the index's lock, the data file
+    (an unused number, or the key's own), then the index re-read and merged."""
+    if self._cache_path not in KernelLocator.folders:
+        return _numba_save(self, key, data)
+    with _locked(self._index_path + ".lock"):
+        overloads = self._load_index()
+        name = overloads.get(key)
+        if name is None:
+            used = set(overloads.values())
+            name = next(n for n in map(self._data_name, itertools.count(1)) if n not in used)
+        self._save_data(name, data)
+        overloads[key] = name
+        self._save_index(overloads)
+
+
+def install() -> None:
+    """Put KernelLocator first in numba's list, and the locked save in place (once)."""
+    classes = caching.CacheImpl._locator_classes
+    if KernelLocator not in classes:
+        classes.insert(0, KernelLocator)
+        caching.IndexDataCacheFile.save = _save
+
+
+def _files(folder: str):
+    for base, _, names in os.walk(folder):
+        for name in names:
+            yield os.path.join(base, name)
+
+
+def info() -> dict:
+    """What the cache holds: per part (kernels, schedules) its folder, files and bytes, and
+    for kernels the number of compiled specialisations (numba data files)."""
+    out = {}
+    for part, folder in (("kernels", kernels_dir()), ("schedules", schedules_dir())):
+        files = list(_files(folder)) if os.path.isdir(folder) else []
+        out[part] = {"folder": folder, "files": len(files),
+                     "bytes": sum(os.path.getsize(f) for f in files if os.path.exists(f)),
+                     "compiled": sum(f.endswith(".nbc") for f in files)}
+    return out
+
+
+def clear() -> list[str]:
+    """Remove the kernel and schedule folders; the folders removed."""
+    gone = []
+    for folder in (kernels_dir(), schedules_dir()):
+        if os.path.isdir(folder):
+            shutil.rmtree(folder)
+            gone.append(folder)
+    return gone

@@ -1,0 +1,383 @@
+"""The GEMM micro-kernels as machine code of their own, reached through addresses.
+
+    c[r*ldc + j] = (load ? c[r*ldc + j] : 0) + sum_{k < kc} a[k*a_k + r*a_r] * b[row_k + j]
+                   (r < rows, j < NR, or j < w for an edge), row_k = k*ldb or tab[k]
+
+then Gemm's epilogue (``flags``, EPI_C / EPI_RELU) on the sums before they are stored. Every
+form a tile product needs -- MR, 8 or 4 rows; full, masked (w < NR columns) or half (w in one
+vector); B's rows ldb apart or by a table -- is one function of a single LLVM module per
+(element type, mode), written here with llvmlite, optimised once, and kept as object code in
+graphrt's kernel cache (cache.kernels_dir()/gemm, named by a hash of this file and the
+target): a process loads it in milliseconds. Numba code calls a form through
+``call(kernels(dtype, exact)[slot(...)], ...)``, an indirect call, so no numba function
+inlines (and compiles again) any of them: before, each call site of the tile product
+carried the whole family and took about 20 s to compile.
+
+Fast mode: each step is one fused multiply-add (llvm.fma); exact mode: a multiply and an
+add, each rounded, with no fast-math flags anywhere in the module, so nothing is contracted:
+the operations of graphrt's blocked kernel (product._product), the same bits everywhere.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import threading
+
+import llvmlite
+import llvmlite.binding as llb
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
+
+from ...cache import kernels_dir
+
+
+def _vector_bytes() -> int:
+    if numba.config.CPU_NAME:           # a forced target (e.g. "generic"): stay portable
+        return 16
+    feats = llb.get_host_cpu_features()
+    return 64 if feats.get("avx512f") else 32 if feats.get("avx2") else 16
+
+
+VBYTES = _vector_bytes()
+# The kernel path, chosen once per process from the CPU's features: the vector width the
+# micro-kernel (and LLVM's code for every other kernel) is built for. Fast-mode bits may
+# depend on it; exact-mode bits never do.
+KERNEL_PATH = {64: "avx512", 32: "avx2"}.get(VBYTES, "generic")
+# Rows of accumulators: 2 * MR vector registers must fit beside 3 more (32 with AVX-512, 16
+# below).
+MR = 12 if VBYTES == 64 else 6
+HEIGHTS = (MR, 8, 4)        # the tile heights with a kernel of their own
+FULL, MASKED, HALF = range(3)
+SLOTS = 3 * 2 * len(HEIGHTS)
+
+# The epilogue is partly x86 AVX assembly (see _epilogue); elsewhere the tile product leaves
+# it to its caller's pass.
+FUSED_EPILOGUE = llb.get_process_triple().startswith("x86_64") and VBYTES >= 32
+if FUSED_EPILOGUE:
+    llb.initialize_native_asmparser()       # (numba does not: instructions in asm need it)
+# epilogue flags, applied in this order to a finished sum v
+EPI_C = 1       # v = v + e[r*e_si + j] (Gemm's C with alpha = beta = 1)
+EPI_RELU = 2    # v = v if not v <= 0 else 0 (NaN kept)
+
+I64 = ir.IntType(64)
+I32 = ir.IntType(32)
+
+# The cached object code is named by this file's content (the generator) and the target.
+with open(__file__, "rb") as _f:
+    SOURCE_TAG = hashlib.sha1(_f.read()).hexdigest()
+
+
+@njit(nogil=True, inline="always")
+def slot(form: int, table: bool, height: int) -> int:
+    """Where kernels() keeps a form: FULL, MASKED or HALF columns, B's rows by a table or
+    not, HEIGHTS[height] rows."""
+    return (form * 2 + table) * len(HEIGHTS) + height
+
+
+def _signature(fty) -> ir.FunctionType:
+    p = fty.as_pointer()
+    #                             a  a_k  a_r  b  ldb  tab            c  ldc  kc   load w    e  e_si flags
+    return ir.FunctionType(ir.VoidType(), [p, I64, I64, p, I64, I64.as_pointer(), p, I64, I64,
+                                           I64, I64, p, I64, I64])
+
+
+def _intrinsic(mod, name, fnty):
+    try:
+        return mod.get_global(name)
+    except KeyError:
+        return ir.Function(mod, fnty, name)
+
+
+def _emit(mod, name, fty, rows, fused, form, table):
+    """One kernel: ``rows`` rows of accumulators, two vectors of columns (one for HALF),
+    masked loads and stores of C, E and B for the first w columns (MASKED, HALF)."""
+    fn = ir.Function(mod, _signature(fty), name)
+    a_base, a_k, a_r, b_base, ldb, t_base, c_base, ldc, kc, load, w, e_base, e_si, flags = \
+        fn.args
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    double = isinstance(fty, ir.DoubleType)
+    lanes = VBYTES // (8 if double else 4)
+    nv = 1 if form == HALF else 2
+    masked = form != FULL
+    vty = ir.VectorType(fty, lanes)
+    suffix = f"v{lanes}f{64 if double else 32}"
+    fma = _intrinsic(mod, f"llvm.fma.{suffix}", ir.FunctionType(vty, [vty] * 3))
+    zero_v = ir.Constant(vty, [0.0] * lanes)
+    align = 8 if double else 4
+    if masked:
+        # lane j of vector h is live when h * lanes + j < w
+        mty = ir.VectorType(ir.IntType(1), lanes)
+        wide = ir.VectorType(I64, lanes)
+        wv = builder.insert_element(ir.Constant(wide, ir.Undefined), w, ir.Constant(I32, 0))
+        wv = builder.shuffle_vector(wv, ir.Constant(wide, ir.Undefined),
+                                    ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
+        masks = [builder.icmp_signed("<", ir.Constant(wide, [h * lanes + j for j in range(lanes)]),
+                                     wv) for h in range(nv)]
+        pty = vty.as_pointer()
+        mload = _intrinsic(mod, f"llvm.masked.load.{suffix}.p0",
+                           ir.FunctionType(vty, [pty, I32, mty, vty]))
+        mstore = _intrinsic(mod, f"llvm.masked.store.{suffix}.p0",
+                            ir.FunctionType(ir.VoidType(), [vty, pty, I32, mty]))
+
+    def vload(ptr, h=0):
+        ptr = builder.bitcast(ptr, vty.as_pointer())
+        if masked:
+            return builder.call(mload, [ptr, ir.Constant(I32, align), masks[h], zero_v])
+        return builder.load(ptr, align=align)
+
+    def vstore(v, ptr, h):
+        ptr = builder.bitcast(ptr, vty.as_pointer())
+        if masked:
+            builder.call(mstore, [v, ptr, ir.Constant(I32, align), masks[h]])
+        else:
+            builder.store(v, ptr, align=align)
+
+    # initial accumulators: C's tile when ``load``, else zeros
+    loading = builder.icmp_unsigned("!=", load, ir.Constant(I64, 0))
+    init = []
+    for r in range(rows):
+        row = builder.gep(c_base, [builder.mul(ldc, ir.Constant(I64, r))])
+        for h in range(nv):
+            v = vload(builder.gep(row, [ir.Constant(I64, h * lanes)]), h)
+            init.append(builder.select(loading, v, zero_v))
+    # A's rows as groups of three, each group one pointer stepping by a_k, its rows at +0,
+    # +a_r, +2*a_r (x86 addressing: base + scaled index). LLVM's loop strength reduction
+    # would otherwise walk the rows with a chain of dependent adds (twelve per step of k, the
+    # kernel's bottleneck); an empty asm statement hides a_r's invariance from it.
+    groups = [builder.gep(a_base, [builder.mul(a_r, ir.Constant(I64, 3 * q))])
+              for q in range((rows + 2) // 3)]
+    entry = builder.block
+    loop = builder.append_basic_block("loop")
+    done = builder.append_basic_block("done")
+    builder.cbranch(builder.icmp_signed(">", kc, ir.Constant(I64, 0)), loop, done)
+
+    builder.position_at_end(loop)
+    k = builder.phi(I64)
+    k.add_incoming(ir.Constant(I64, 0), entry)
+    accs = []
+    for v in init:
+        p = builder.phi(vty)
+        p.add_incoming(v, entry)
+        accs.append(p)
+    gptr = []
+    for g in groups:
+        p = builder.phi(g.type)
+        p.add_incoming(g, entry)
+        gptr.append(p)
+    bk = builder.gep(b_base, [builder.load(builder.gep(t_base, [k])) if table
+                              else builder.mul(k, ldb)])
+    bv = [vload(builder.gep(bk, [ir.Constant(I64, h * lanes)]), h) for h in range(nv)]
+    a_r1 = builder.asm(ir.FunctionType(I64, [I64]), "", "=r,0", [a_r], True)
+    a_r2 = builder.add(a_r1, a_r1)
+    new = []
+    undef = ir.Constant(vty, ir.Undefined)
+    splat = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
+    for r in range(rows):
+        g, m = gptr[r // 3], r % 3
+        s = builder.load(g if m == 0 else builder.gep(g, [a_r1 if m == 1 else a_r2]))
+        sv = builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(I32, 0)),
+                                    undef, splat)
+        for h in range(nv):
+            if fused:
+                new.append(builder.call(fma, [sv, bv[h], accs[nv * r + h]]))
+            else:   # acc + a * b, two roundings (no fast-math flags: never contracted)
+                new.append(builder.fadd(accs[nv * r + h], builder.fmul(sv, bv[h])))
+    k_next = builder.add(k, ir.Constant(I64, 1))
+    k.add_incoming(k_next, builder.block)
+    for p in gptr:
+        p.add_incoming(builder.gep(p, [a_k]), builder.block)
+    for p, v in zip(accs, new):
+        p.add_incoming(v, builder.block)
+    builder.cbranch(builder.icmp_signed("<", k_next, kc), loop, done)
+
+    builder.position_at_end(done)
+    outs = []
+    for i, v in enumerate(init):
+        out = builder.phi(vty)
+        out.add_incoming(v, entry)
+        out.add_incoming(new[i], loop)
+        outs.append(out)
+    outs = _epilogue(builder, e_base, e_si, flags, outs, rows, nv, vty, vload)
+    for r in range(rows):
+        row = builder.gep(c_base, [builder.mul(ldc, ir.Constant(I64, r))])
+        for h in range(nv):
+            vstore(outs[nv * r + h], builder.gep(row, [ir.Constant(I64, h * lanes)]), h)
+    builder.ret_void()
+
+
+def _epilogue(builder, e_base, e_si, flags, outs, rows, nv, vty, vload):
+    """The values to store: ``outs`` (row-major, nv vectors a row) through the epilogue
+    ``flags`` ask for: one straight-line block per combination of flags, chosen by a switch
+    (flags 0: none); the bits of the product's separate epilogue pass."""
+    if not FUSED_EPILOGUE:
+        return outs
+    lanes = vty.count
+    zero = ir.Constant(vty, [0.0] * lanes)
+    # Relu is assembly, so no optimiser can turn the compare and select into a max that
+    # keeps -0, or drop the add of +0.
+    sfx = "pd" if vty.element == ir.DoubleType() else "ps"
+    relu_asm = f"vmax{sfx} $1, $2, $0\n\tvadd{sfx} $2, $0, $0"
+
+    def relu(v):
+        """max(0, v) keeping a NaN v (x86 returns the second operand), then + 0 for -0."""
+        return builder.asm(ir.FunctionType(vty, [vty, vty]), relu_asm, "=&v,v,v", [v, zero],
+                           False)
+
+    before = builder.block
+    after = builder.append_basic_block("store")
+    switch = builder.switch(flags, after)
+    incoming = [(before, outs)]
+    for fl in (EPI_C, EPI_RELU, EPI_C | EPI_RELU):
+        block = builder.append_basic_block(f"epilogue{fl}")
+        switch.add_case(ir.Constant(I64, fl), block)
+        builder.position_at_end(block)
+        done = []
+        for r in range(rows):
+            row = builder.gep(e_base, [builder.mul(e_si, ir.Constant(I64, r))])
+            for h in range(nv):
+                v = outs[nv * r + h]
+                if fl & EPI_C:
+                    v = builder.fadd(v, vload(builder.gep(row, [ir.Constant(I64, h * lanes)]), h))
+                if fl & EPI_RELU:
+                    v = relu(v)
+                done.append(v)
+        incoming.append((builder.block, done))
+        builder.branch(after)
+    builder.position_at_end(after)
+    res = []
+    for i in range(len(outs)):
+        p = builder.phi(vty)
+        for block, vals in incoming:
+            p.add_incoming(vals[i], block)
+        res.append(p)
+    return res
+
+
+def _names(dtype: np.dtype, exact: bool) -> list[str]:
+    tag = f"{dtype.name}_{'exact' if exact else 'fast'}"
+    names = [""] * SLOTS
+    for form, fname in ((FULL, "full"), (MASKED, "masked"), (HALF, "half")):
+        for table in (False, True):
+            for hi, rows in enumerate(HEIGHTS):
+                names[slot.py_func(form, table, hi)] = \
+                    f"graphrt_micro_{tag}_{fname}{'_table' if table else ''}_{rows}"
+    return names
+
+
+def module_text(dtype: np.dtype, exact: bool) -> str:
+    """The family's LLVM IR (unoptimised)."""
+    mod = ir.Module(name=f"graphrt_micro_{dtype.name}")
+    mod.triple = llb.get_process_triple()
+    fty = ir.DoubleType() if dtype == np.float64 else ir.FloatType()
+    names = _names(dtype, exact)
+    for form in (FULL, MASKED, HALF):
+        for table in (False, True):
+            for hi, rows in enumerate(HEIGHTS):
+                _emit(mod, names[slot.py_func(form, table, hi)], fty, rows, not exact, form,
+                      table)
+    return str(mod)
+
+
+def _target():
+    """numba's target (CPU name and features, so the code is built as numba's is)."""
+    from numba.core.registry import cpu_target
+    triple, cpu, features = cpu_target.target_context.codegen().magic_tuple()
+    return triple, cpu, features
+
+
+def _machine(triple, cpu, features):
+    return llb.Target.from_triple(triple).create_target_machine(
+        cpu=cpu, features=features, opt=3, codemodel="jitdefault", jit=True)
+
+
+def _object(dtype: np.dtype, exact: bool) -> bytes:
+    """The family's object code: from the cache, else compiled now and saved there."""
+    target = _target()
+    key = hashlib.sha1("\n".join([SOURCE_TAG, dtype.name, str(exact), str(VBYTES), *target,
+                                  llvmlite.__version__]).encode()).hexdigest()
+    folder = os.path.join(kernels_dir(), "gemm")
+    path = os.path.join(folder, f"micro-{dtype.name}-{'exact' if exact else 'fast'}-{key[:16]}.o")
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError:
+        pass
+    mod = llb.parse_assembly(module_text(dtype, exact))
+    mod.verify()
+    tm = _machine(*target)
+    pb = llb.create_pass_builder(tm, llb.create_pipeline_tuning_options(speed_level=3))
+    pb.getModulePassManager().run(mod, pb)
+    obj = tm.emit_object(mod)
+    try:
+        os.makedirs(folder, exist_ok=True)
+        tmp = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"
+        with open(tmp, "wb") as f:
+            f.write(obj)
+        os.replace(tmp, path)
+    except OSError:         # a read-only cache: compiled again by the next process
+        pass
+    return obj
+
+
+_LOCK = threading.Lock()
+_TABLES: dict = {}
+_ENGINES: list = []         # kept alive: they own the loaded code
+
+
+def once(store: dict, lock, key: tuple, make):
+    """store[key], made by make(*key) the first time only (under ``lock``)."""
+    value = store.get(key)
+    if value is None:
+        with lock:
+            value = store.get(key)
+            if value is None:
+                value = store[key] = make(*key)
+    return value
+
+
+def _load(dtype: np.dtype, exact: bool) -> np.ndarray:
+    engine = llb.create_mcjit_compiler(llb.parse_assembly(""), _machine(*_target()))
+    engine.add_object_file(llb.ObjectFileRef.from_data(_object(dtype, exact)))
+    engine.finalize_object()
+    _ENGINES.append(engine)
+    table = np.array([engine.get_function_address(n) for n in _names(dtype, exact)],
+                     dtype=np.int64)
+    if not table.all():
+        raise RuntimeError("graphrt: a GEMM micro-kernel did not load")
+    return table
+
+
+def kernels(dtype, exact: bool) -> np.ndarray:
+    """The addresses of one family's kernels (int64, by slot), loaded once per process."""
+    return once(_TABLES, _LOCK, (np.dtype(dtype), bool(exact)), _load)
+
+
+@intrinsic
+def call(typingctx, addr, a, a_off, a_k, a_r, b, b_off, ldb, tab, t_off, c, c_off, ldc, kc,
+         load, w, e, e_off, e_si, flags):
+    """The kernel at ``addr`` on a[a_off:], b[b_off:], tab[t_off:], c[c_off:], e[e_off:]
+    (arrays of the family's element type; tab int64), the other arguments as integers."""
+    arrays = {1: a, 5: b, 8: tab, 10: c, 16: e}
+    sig = types.void(addr, a, a_off, a_k, a_r, b, b_off, ldb, tab, t_off, c, c_off, ldc, kc,
+                     load, w, e, e_off, e_si, flags)
+
+    def codegen(context, builder, sig, args):
+        def integer(i):
+            return context.cast(builder, args[i], sig.args[i], types.int64)
+
+        def at(i, off):
+            data = context.make_array(sig.args[i])(context, builder, args[i]).data
+            return builder.gep(data, [integer(off)])
+
+        fty = context.get_value_type(sig.args[1].dtype)
+        fn = builder.inttoptr(integer(0), _signature(fty).as_pointer())
+        builder.call(fn, [at(1, 2), integer(3), integer(4), at(5, 6), integer(7), at(8, 9),
+                          at(10, 11), integer(12), integer(13), integer(14), integer(15),
+                          at(16, 17), integer(18), integer(19)])
+        return context.get_dummy_value()
+
+    assert all(isinstance(arrays[i], types.Array) for i in arrays)
+    return sig, codegen

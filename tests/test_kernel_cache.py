@@ -1,0 +1,152 @@
+"""graphrt's compiled-code cache (graphrt/cache.py, compiling.py, warmup.py): found by content
+from a copied installation, left whole by processes filling it at once, filled ahead of time
+by ``graphrt warmup``, shown and cleared by ``graphrt cache``; the compile notice."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper
+
+import graphrt
+from graphrt import cache
+
+from .helpers import ROOT
+
+# Runs a small element-wise model in the element type argv[2] ("float32", "float64" or
+# both, comma-separated) and prints which graphrt it imported, the kernels it compiled
+# (not loaded) and the results.
+SCRIPT = r"""
+import json, sys
+import numpy as np
+import graphrt
+from graphrt.compiling import compiled
+out = {"file": graphrt.__file__, "results": {}}
+for name in sys.argv[2].split(","):
+    sess = graphrt.Session(sys.argv[1].replace("DT", name))
+    x = np.linspace(-2, 2, 24, dtype=name).reshape(4, 6)
+    out["results"][name] = sess.run(None, {"x": x})[0].tolist()
+out["compiled"] = compiled()
+print(json.dumps(out))
+"""
+
+
+def _model(path, dtype):
+    t = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE}[dtype]
+    nodes = [helper.make_node("Add", ["x", "x"], ["a"]), helper.make_node("Relu", ["a"], ["r"]),
+             helper.make_node("Mul", ["r", "x"], ["y"])]
+    g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", t, [4, 6])],
+                          [helper.make_tensor_value_info("y", t, [4, 6])])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def _expected(dtype):
+    x = np.linspace(-2, 2, 24, dtype=dtype).reshape(4, 6)
+    return (np.maximum(x + x, 0) * x).tolist()
+
+
+def _env(cache_dir, **extra):
+    env = dict(os.environ, GRAPHRT_CACHE_DIR=str(cache_dir), GRAPHRT_JIT_SCHEDULE="0", **extra)
+    env.pop("NUMBA_CACHE_DIR", None)
+    return env
+
+
+def _start(code_root, cache_dir, model, dtypes, **extra):
+    env = _env(cache_dir, PYTHONPATH=str(code_root), **extra)
+    return subprocess.Popen([sys.executable, "-c", SCRIPT, model, dtypes], env=env,
+                            cwd=str(code_root), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _finish(proc) -> dict:
+    out, err = proc.communicate(timeout=900)
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def _models(tmp_path) -> str:
+    for dt in ("float32", "float64"):
+        _model(str(tmp_path / f"m_{dt}.onnx"), dt)
+    return str(tmp_path / "m_DT.onnx")
+
+
+def test_a_copied_installation_loads_what_the_original_cached(tmp_path):
+    """The cache key is the source's place inside the package and its content: a copy of
+    graphrt in another folder, every file with a new mtime, compiles nothing."""
+    model, kernels = _models(tmp_path), tmp_path / "cache"
+    first = _finish(_start(ROOT, kernels, model, "float32"))
+    assert first["compiled"] > 0 and first["file"].startswith(ROOT)
+    copy = tmp_path / "copy"
+    shutil.copytree(os.path.join(ROOT, "graphrt"), copy / "graphrt",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    second = _finish(_start(copy, kernels, model, "float32"))
+    assert second["file"].startswith(str(copy))
+    assert second["compiled"] == 0
+    assert second["results"] == first["results"] == {"float32": _expected("float32")}
+
+
+def test_processes_filling_one_cache_at_once_leave_it_whole(tmp_path):
+    """Two processes compile the same functions for different element types into one empty
+    folder at the same time; a third then loads every specialisation (compiling nothing)
+    and gets the right values for both types."""
+    model, kernels = _models(tmp_path), tmp_path / "cache"
+    procs = [_start(ROOT, kernels, model, "float32,float64"),
+             _start(ROOT, kernels, model, "float64,float32")]
+    for p in procs:
+        _finish(p)
+    third = _finish(_start(ROOT, kernels, model, "float32,float64"))
+    assert third["compiled"] == 0
+    assert third["results"] == {dt: _expected(dt) for dt in ("float32", "float64")}
+    assert not list(kernels.rglob("*.tmp.*"))
+
+
+def test_warmup_fills_the_cache_a_later_process_runs_from(tmp_path):
+    model, kernels = _models(tmp_path), tmp_path / "cache"
+    warm = subprocess.run([sys.executable, "-m", "graphrt", "warmup", model.replace("DT", "float64")],
+                          env=_env(kernels), cwd=ROOT, capture_output=True, text=True, timeout=900)
+    assert warm.returncode == 0, warm.stderr[-3000:]
+    assert "kernels compiled" in warm.stdout and "m_float64.onnx" in warm.stdout
+    later = _finish(_start(ROOT, kernels, model, "float64"))
+    assert later["compiled"] == 0 and later["results"] == {"float64": _expected("float64")}
+
+
+def test_warmup_reports_a_model_it_cannot_run(tmp_path):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not a model")
+    (rec,) = graphrt.warmup([str(bad)])
+    assert rec["error"] and rec["model"] == str(bad)
+
+
+def test_the_compile_notice_shows_where_asked_and_only_there(tmp_path):
+    """GRAPHRT_PROGRESS=1 shows the notice (a bar, then its close) even on a pipe; unset,
+    with stderr a pipe, nothing is printed (both told to speak after 0 s of compiling)."""
+    model = _models(tmp_path)
+    shown = _start(ROOT, tmp_path / "a", model, "float32", GRAPHRT_PROGRESS="1",
+                   GRAPHRT_PROGRESS_AFTER="0")
+    quiet = _start(ROOT, tmp_path / "b", model, "float32", GRAPHRT_PROGRESS_AFTER="0")
+    out_shown, err_shown = shown.communicate(timeout=900)
+    out_quiet, err_quiet = quiet.communicate(timeout=900)
+    assert shown.returncode == 0 and quiet.returncode == 0, err_shown[-2000:] + err_quiet[-2000:]
+    assert "graphrt: compiling kernels" in err_shown
+    assert "graphrt: compiling" not in err_quiet
+
+
+def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
+    from graphrt.cli import main
+    monkeypatch.setenv("GRAPHRT_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("GRAPHRT_SCHEDULE_DIR", raising=False)
+    (tmp_path / "kernels" / "graphrt").mkdir(parents=True)
+    (tmp_path / "kernels" / "graphrt" / "f-1.py311.1.nbc").write_bytes(b"x" * 100)
+    (tmp_path / "schedules").mkdir()
+    assert cache.info()["kernels"] == {"folder": str(tmp_path / "kernels"), "files": 1,
+                                       "bytes": 100, "compiled": 1}
+    assert main(["cache", "info"]) == 0
+    assert "1 compiled specialisations" in capsys.readouterr().out
+    assert main(["cache", "clear"]) == 0
+    assert not (tmp_path / "kernels").exists() and not (tmp_path / "schedules").exists()
+    assert cache.info()["kernels"]["files"] == 0

@@ -27,7 +27,7 @@ SIZES = (1, 64)
 F = TensorProto.FLOAT
 I64 = TensorProto.INT64
 
-# (operator, attributes, inputs as (dims, element type); "n" is the size), opset 18
+# (operator, attributes, inputs as (dims, element type); "n" is the size), opset 20
 COMMON = [
     ("MatMul", {}, [(("n", 64), F), ((64, 64), F)]),
     ("Gemm", {"transB": 1}, [(("n", 64), F), ((48, 64), F), ((48,), F)]),
@@ -54,9 +54,19 @@ COMMON = [
     ("Concat", {"axis": 1}, [(("n", 32), F), (("n", 32), F)]),
     ("Gather", {"axis": 0}, [((100, 64), F), (("n",), I64)]),
     ("Where", {}, [(("n", 64), TensorProto.BOOL), (("n", 64), F), ((64,), F)]),
+    ("Gelu", {}, [(("n", 64), F)]),
+    ("HardSwish", {}, [(("n", 64), F)]),
+    ("HardSigmoid", {}, [(("n", 64), F)]),
+    ("Pow", {}, [(("n", 64), F), ((1,), F)]),
+    ("Cast", {"to": I64}, [(("n", 64), F)]),
+    ("Cast", {"to": F}, [(("n", 64), I64)]),
+    ("Transpose", {"perm": [1, 0, 2]}, [(("n", 4, 16), I64)]),
+    ("LSTM", {"hidden_size": 16}, [(("n", 1, 8), F), ((1, 64, 8), F), ((1, 64, 16), F)]),
+    ("GRU", {"hidden_size": 16}, [(("n", 1, 8), F), ((1, 48, 8), F), ((1, 48, 16), F)]),
     ("Add", {}, [(("n",), I64), ((1,), I64)]),
     ("Mul", {}, [(("n",), I64), ((1,), I64)]),
     ("Equal", {}, [(("n",), I64), ((1,), I64)]),
+    ("And", {}, [(("n", 64), TensorProto.BOOL), (("n", 64), TensorProto.BOOL)]),
 ]
 SETS = {"common": COMMON}
 
@@ -68,7 +78,7 @@ def common_model(op: str, attrs: dict, inputs) -> onnx.ModelProto:
     ins = [helper.make_tensor_value_info(n, t, list(d)) for n, (d, t) in zip(names, inputs)]
     out = helper.make_tensor_value_info("y", TensorProto.UNDEFINED, None)
     graph = helper.make_graph([node], f"warmup_{op}", ins, [out])
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
 
 
 def _warm(src, label: str, mode: str, sizes, dims: dict | None, threads) -> dict:

@@ -2,8 +2,8 @@
 
 Kernels compile on first use (a model's first run, a new element type, a new path) and are
 then cached on disk (cache.py). A compile burst that has lasted more than SHOW_AFTER seconds
-is shown (GRAPHRT_PROGRESS_AFTER sets the seconds): a tqdm bar ("graphrt: compiling kernels", one tick per kernel) in a terminal or a
-notebook, closed with a one-line summary when the session's call that caused it returns;
+(GRAPHRT_PROGRESS_AFTER) is shown: a tqdm bar ("graphrt: compiling kernels", one tick per
+kernel) in a terminal or a notebook, closed with a one-line summary when the session's call that caused it returns;
 elsewhere (stderr not a terminal, no notebook) nothing is printed and the summary goes to the
 ``graphrt`` logger at INFO. GRAPHRT_PROGRESS=1 shows the bar anywhere, 0 never.
 

@@ -5,7 +5,7 @@
 
 A model is warmed by running it on random inputs of its declared types, symbolic dims set to
 each of ``sizes`` in turn (default 1, then 64: the one-row and the many-row kernel paths,
-serial and parallel variants), at the session's default thread count. The common set is one
+serial and parallel variants), at ``threads`` (0: one per core, as sessions default to). The common set is one
 single-operator model per entry of COMMON, run at the same sizes. Everything compiled lands
 in the on-disk cache (cache.py) that later processes load from: run it when a Docker image,
 a CI job or a cluster starts, with the cache folder (GRAPHRT_CACHE_DIR) shared or kept.
@@ -18,7 +18,7 @@ import onnx
 from onnx import TensorProto, helper
 
 from .compare import random_feeds
-from .compiling import compiled, settle
+from .compiling import compiled
 from .errors import SessionError
 from .options import SessionOptions
 from .session import Session
@@ -85,20 +85,18 @@ def _warm(src, label: str, mode: str, sizes, dims: dict | None, threads) -> dict
     t0, k0 = time.perf_counter(), compiled()
     error = None
     try:
-        sess = Session(src, SessionOptions(mode=mode, intra_op_threads=threads or 0))
+        sess = Session(src, SessionOptions(mode=mode, intra_op_threads=threads))
         symbolic = {d for info in sess.inputs for d in (info.dims or ()) if isinstance(d, str)}
         for size in sizes:
             sess.run(None, random_feeds(sess, {**{d: size for d in symbolic}, **(dims or {})}))
     except SessionError as e:
         error = str(e)
-    finally:
-        settle()
     return {"model": label, "mode": mode, "seconds": time.perf_counter() - t0,
             "compiled": compiled() - k0, "error": error}
 
 
 def warmup(models=(), *, ops: str | None = None, modes=("fast",), sizes=SIZES,
-           dims: dict | None = None, threads: int | None = None, report=None) -> list[dict]:
+           dims: dict | None = None, threads: int = 0, report=None) -> list[dict]:
     """Compile (or load from the cache) what ``models`` (paths, bytes or ModelProtos) need,
     and with ``ops`` ("common") the operator set of that name, in each of ``modes``; one
     record per model and mode: seconds, kernels compiled (0 when all came from the cache),

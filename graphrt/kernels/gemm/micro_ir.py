@@ -360,7 +360,6 @@ def call(typingctx, addr, a, a_off, a_k, a_r, b, b_off, ldb, tab, t_off, c, c_of
          load, w, e, e_off, e_si, flags):
     """The kernel at ``addr`` on a[a_off:], b[b_off:], tab[t_off:], c[c_off:], e[e_off:]
     (arrays of the family's element type; tab int64), the other arguments as integers."""
-    arrays = {1: a, 5: b, 8: tab, 10: c, 16: e}
     sig = types.void(addr, a, a_off, a_k, a_r, b, b_off, ldb, tab, t_off, c, c_off, ldc, kc,
                      load, w, e, e_off, e_si, flags)
 
@@ -379,5 +378,4 @@ def call(typingctx, addr, a, a_off, a_k, a_r, b, b_off, ldb, tab, t_off, c, c_of
                           at(16, 17), integer(18), integer(19)])
         return context.get_dummy_value()
 
-    assert all(isinstance(arrays[i], types.Array) for i in arrays)
     return sig, codegen

@@ -35,7 +35,7 @@ from numba.extending import intrinsic
 from ..core.jit import rebind
 from . import micro_ir
 from .micro_ir import (EPI_C, EPI_RELU, FULL, FUSED_EPILOGUE, HALF,  # noqa: F401 (re-exported)
-                       HEIGHTS, KERNEL_PATH, MASKED, MR, VBYTES, call, slot)
+                       KERNEL_PATH, MASKED, MR, VBYTES, call, slot)
 
 # Kernels that call into this module bind SOURCE_TAG (jit.Variants hashes it into their
 # names), so an edit here or in the micro-kernels' call convention renames them in numba's

@@ -181,3 +181,80 @@ def plan_contexts(sess):
     state = entry.take()
     entry.give(state)
     return state.contexts
+
+
+def _only_plan(sess):
+    (key, entry), = sess._plans._entries
+    return entry.plan
+
+
+def _run_until_scheduled(sess, x):
+    want = sess.run(None, {"x": x})[0]
+    sess.run(None, {"x": x})                   # the second run starts the compile
+    assert sess.wait_for_schedules(300)
+    return want
+
+
+@pytest.mark.parametrize("how", ["process", "thread"])
+def test_the_schedule_compiled_elsewhere_is_loaded_by_a_run(how, monkeypatch):
+    """The default: the helper process compiles into the cache and this process only loads
+    (numba counts a cache hit per segment, no miss); GRAPHRT_SCHEDULE_COMPILE=thread
+    compiles on a thread here. Either way the bits of the step-by-step loop."""
+    monkeypatch.setenv("GRAPHRT_JIT_SCHEDULE", "1")
+    monkeypatch.setenv("GRAPHRT_SCHEDULE_COMPILE", how)
+    sess = graphrt.Session(chain_model())
+    x = np.random.default_rng(5).standard_normal((6, 24)).astype(np.float32)
+    want = _run_until_scheduled(sess, x)
+    plan = _only_plan(sess)
+    assert plan.jit_error is None and plan.jit is not None and plan.jit_job is None
+    hits = sum(sum(g.fn.stats.cache_hits.values()) for g in plan.jit.segments)
+    misses = sum(sum(g.fn.stats.cache_misses.values()) for g in plan.jit.segments)
+    if how == "process":
+        assert (hits, misses) == (len(plan.jit.segments), 0)
+    else:
+        assert misses == len(plan.jit.segments)
+    assert sess.run(None, {"x": x})[0].tobytes() == want.tobytes()
+
+
+def test_a_cached_schedule_is_loaded_at_the_second_run(monkeypatch):
+    """When numba's cache holds every module, the second run loads them itself (no thread,
+    no helper): the third run is already compiled."""
+    monkeypatch.setenv("GRAPHRT_JIT_SCHEDULE", "1")
+    x = np.ones((3, 24), np.float32)
+    _run_until_scheduled(graphrt.Session(chain_model()), x)
+    sess = graphrt.Session(chain_model())
+    sess.run(None, {"x": x})
+    sess.run(None, {"x": x})
+    plan = _only_plan(sess)
+    assert plan.jit is not None and plan.jit_thread is None
+
+
+def test_without_the_helper_process_the_schedule_compiles_here(monkeypatch):
+    from graphrt.plan import schedule_worker
+    monkeypatch.setenv("GRAPHRT_JIT_SCHEDULE", "1")
+    client = schedule_worker.Client()
+    monkeypatch.setattr(schedule_worker, "CLIENT", client)
+    monkeypatch.setattr(schedule_worker.sys, "executable", "/nonexistent/python")
+    sess = graphrt.Session(chain_model())
+    with pytest.warns(RuntimeWarning, match="did not start"):
+        want = _run_until_scheduled(sess, np.ones((4, 24), np.float32))
+    plan = _only_plan(sess)
+    assert plan.jit is not None and plan.jit_error is None
+    assert sess.run(None, {"x": np.ones((4, 24), np.float32)})[0].tobytes() == want.tobytes()
+
+
+def test_a_schedule_that_fails_to_compile_is_a_warning(monkeypatch):
+    """A compile error in the helper comes back as a RuntimeWarning naming it; the plan
+    keeps the step-by-step loop and its answers."""
+    monkeypatch.setenv("GRAPHRT_JIT_SCHEDULE", "1")
+    real = jitsched.Job.requests
+
+    def broken(self, specs):
+        return [(path, blob, sig[:1]) for path, blob, sig in real(self, specs)]
+    monkeypatch.setattr(jitsched.Job, "requests", broken)
+    sess = graphrt.Session(chain_model())
+    with pytest.warns(RuntimeWarning, match="compiled schedule failed"):
+        want = _run_until_scheduled(sess, np.ones((2, 24), np.float32))
+    plan = _only_plan(sess)
+    assert plan.jit is None and plan.jit_error
+    assert sess.run(None, {"x": np.ones((2, 24), np.float32)})[0].tobytes() == want.tobytes()

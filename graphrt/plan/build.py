@@ -72,9 +72,12 @@ class ExecutionPlan:
         self.freed_after = freed_after
         self.in_place = in_place
         self.runs = 0                   # step-by-step runs so far (the second compiles jit)
-        # the jitted schedule (plan/jitsched.py): the thread compiling it, once started,
-        # then the Schedule (None when nothing was worth compiling) or why it failed
+        # the jitted schedule (plan/jitsched.py): whether it was started, the thread having
+        # it compiled and the compiled Job waiting to be loaded (while there are), then the
+        # Schedule (None when nothing was worth compiling) or why it failed
+        self.jit_started = False
         self.jit_thread = None
+        self.jit_job = None
         self.jit = None
         self.jit_error: str | None = None
         self.dynamic_ids = [o for st in steps if st.dynamic for o in st.node.outputs if o >= 0]

@@ -33,6 +33,8 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
     if poison:
         _poison(slab, plan.freed_after[0])
     contexts = state.contexts
+    if plan.jit_job is not None:
+        jitsched.poll(plan)             # compiled by the helper process: load it now
     jit = plan.jit
     if jit is not None and cancel is None and timings is None and not poison:
         _run_scheduled(plan, state, jit)
@@ -51,8 +53,11 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
         if poison:
             _poison(slab, plan.freed_after[i + 1])
     plan.runs += 1
-    if plan.runs == 2 and jit_schedule_enabled():
-        jitsched.start_compile(plan, state)     # a reused plan: compile its schedule
+    if plan.runs <= 2 and jit_schedule_enabled():
+        if plan.runs == 1:
+            jitsched.warm_up()
+        else:
+            jitsched.start_compile(plan, state)     # a reused plan: compile its schedule
 
 
 def _run_scheduled(plan: ExecutionPlan, state: RunState, jit) -> None:

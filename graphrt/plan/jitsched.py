@@ -15,23 +15,35 @@ The source names each kernel by its module, its qualified name (jit.Variants put
 the bound helpers there) and a hash of its source -- numba's cached code refers to the
 kernel's module, so a kernel that moves must rename the file -- and the module is written once to a file named by
 the hash of its text, in graphrt's schedule cache (cache.schedules_dir), so numba's
-on-disk cache serves it to later processes. Building and compiling start on a background
-thread at a plan's second run (a plan used once is not worth compiling); until they are
-done, and for runs with a cancel token, a profile or checked mode, the plan runs its steps
-one by one (execute.py). The fields this adds to plans (``jit_thread``, ``jit``,
-``jit_error``) and run states (``jit_consts``) are declared there.
+on-disk cache serves it to later processes.
+
+At a plan's second run (a plan used once is not worth compiling) its modules are generated
+and imported. When numba's cache holds every one of them, they are loaded there and then
+(milliseconds); otherwise the missing ones are compiled by the schedule helper process
+(schedule_worker.py: numba's compiler run on a thread here would hold the interpreter lock
+against this process's runs) and a run that finds them done loads them.
+GRAPHRT_SCHEDULE_COMPILE=thread compiles on a thread of this process instead; so does a
+process that cannot start the helper, with a warning. A schedule that fails to compile is
+reported as a RuntimeWarning, and its plan keeps the step-by-step loop. Until a schedule is
+loaded, and for runs with a cancel token, a profile or checked mode, the plan runs its steps
+one by one (execute.py). The fields this adds to plans (``jit_started``, ``jit_thread``,
+``jit_job``, ``jit``, ``jit_error``) and run states (``jit_consts``) are declared there.
 """
 from __future__ import annotations
 
 import hashlib
 import importlib.util
-import inspect
 import os
+import pickle
 import sys
 import threading
+import types
+import warnings
+import weakref
 
 import numba
 import numpy as np
+from numba.core import serialize
 
 from ..cache import schedules_dir
 
@@ -69,40 +81,152 @@ def cache_dir() -> str:
     return schedules_dir()
 
 
+def compile_mode() -> str:
+    """GRAPHRT_SCHEDULE_COMPILE: "process" (the helper process, the default) or "thread"."""
+    mode = os.environ.get("GRAPHRT_SCHEDULE_COMPILE", "process")
+    return mode if mode in ("process", "thread") else "process"
+
+
+class Job:
+    """A plan's schedule with its modules generated and imported, not yet compiled here:
+    per segment (start, stop, fn, data, signature, kernels, path)."""
+
+    __slots__ = ("specs", "consts_of", "ready")
+
+    def __init__(self, specs: list, consts_of):
+        self.specs, self.consts_of = specs, consts_of
+        self.ready = False              # the helper process has put every module in the cache
+
+    def missing(self) -> list:
+        return [sp for sp in self.specs if not _in_cache(sp[2], sp[4])]
+
+    def requests(self, specs) -> list:
+        return [(sp[6], _pickled(sp[5]), sp[4]) for sp in specs]
+
+    def load(self) -> Schedule:
+        """Compile every segment in this process (a load, when numba's cache has it)."""
+        for sp in self.specs:
+            sp[2].compile(sp[4])
+        return Schedule([Segment(sp[0], sp[1], sp[2], sp[3]) for sp in self.specs],
+                        self.consts_of)
+
+
+def warm_up() -> None:
+    """After a plan's first run: have the helper process ready for its second."""
+    if compile_mode() == "process":
+        from .schedule_worker import CLIENT
+        CLIENT.start()
+
+
 def start_compile(plan, state) -> None:
-    """Once per plan: build and compile its schedule on a background thread; the plan's
-    ``jit`` becomes the Schedule (or stays None when nothing is worth compiling)."""
+    """Once per plan: generate its schedule, then load it (every module cached) or have it
+    compiled (the helper process, or a thread); ``plan.jit`` becomes the Schedule, or stays
+    None when nothing is worth compiling or the compile failed (``plan.jit_error``)."""
     with _lock:
-        if plan.jit_thread is not None:
+        if plan.jit_started:
             return
-        plan.jit_thread = threading.Thread(target=_compile_quietly, args=(plan, state),
-                                           daemon=True, name="graphrt-schedule")
+        plan.jit_started = True
+    try:
+        job = prepare(plan, state)
+        if job is None:
+            return
+        missing = job.missing()
+        if not missing:
+            plan.jit = job.load()
+            return
+        # pickled here, not on the thread: pure Python there would take the interpreter
+        # lock from the next runs in slices of the switch interval
+        requests = job.requests(missing) if compile_mode() == "process" else None
+    except Exception as e:  # the step-by-step loop stays: it is always correct
+        _failed(plan, e)
+        return
+    plan.jit_job = job
+    plan.jit_thread = threading.Thread(target=_compile_job, args=(plan, job, requests),
+                                       daemon=True, name="graphrt-schedule")
     plan.jit_thread.start()
 
 
+def poll(plan) -> None:
+    """Load the plan's schedule when the helper process has compiled it (a run calls this
+    before its steps; it does nothing otherwise)."""
+    job = plan.jit_job
+    if job is None or not job.ready:
+        return
+    with _lock:
+        if plan.jit_job is not job:
+            return
+        plan.jit_job = None
+    try:
+        plan.jit = job.load()
+    except Exception as e:
+        _failed(plan, e)
+
+
 def wait(plan, timeout: float | None = None) -> bool:
-    """Until the plan's schedule compile (if one started) is over; False on timeout."""
+    """Until the plan's schedule (if one was started) is compiled and loaded, or failed;
+    False on timeout."""
     t = plan.jit_thread
-    if t is None:
-        return True
-    t.join(None if timeout is None else max(0.0, timeout))
-    return not t.is_alive()
+    if t is not None:
+        t.join(None if timeout is None else max(0.0, timeout))
+        if t.is_alive():
+            return False
+    poll(plan)
+    return True
 
 
 _lock = threading.Lock()
 
 
-def _compile_quietly(plan, state) -> None:
+def _compile_job(plan, job: Job, requests: list | None) -> None:
     try:
-        plan.jit = compile_schedule(plan, state)
-    except Exception as e:  # the step-by-step loop stays: it is always correct
-        plan.jit_error = f"{type(e).__name__}: {e}"
+        if requests is not None:
+            from .schedule_worker import CLIENT, Unavailable
+            try:
+                errors = CLIENT.compile(requests)
+            except Unavailable as e:
+                warnings.warn(f"graphrt: {e}; compiling the schedule in this process",
+                              RuntimeWarning)
+            else:
+                failed = [msg for msg in errors if msg]
+                if failed:
+                    raise RuntimeError(failed[0])
+                job.ready = True        # loaded by the next run (poll): no lock taken here
+                return
+        plan.jit = job.load()
+        plan.jit_job = None
+    except Exception as e:
+        plan.jit_job = None
+        _failed(plan, e)
+
+
+def _failed(plan, e: Exception) -> None:
+    plan.jit_error = f"{type(e).__name__}: {e}".splitlines()[0]
+    warnings.warn(f"graphrt: a plan's compiled schedule failed ({plan.jit_error}); its "
+                  f"steps run one by one", RuntimeWarning)
+
+
+def _in_cache(fn, sig) -> bool:
+    """Whether numba's on-disk cache holds ``fn`` for ``sig`` (its index names it)."""
+    cache = getattr(fn, "_cache", None)
+    try:
+        key = cache._index_key(sig, fn.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except Exception:       # (no cache, an unreadable index: a miss)
+        return False
 
 
 def compile_schedule(plan, state) -> Schedule | None:
-    """Segments of ``plan`` (arrays located in ``state``), compiled; None without any."""
+    """Segments of ``plan`` (arrays located in ``state``), compiled in this process now;
+    None without any."""
+    job = prepare(plan, state)
+    return None if job is None else job.load()
+
+
+def prepare(plan, state) -> Job | None:
+    """The plan's segments generated, written and imported (arrays located in ``state``);
+    None when no run of steps is worth a segment."""
     calls = [_call_of(st, ctx) for st, ctx in zip(plan.steps, state.contexts)]
-    segments, runs = [], []
+    runs = []
     i = 0
     while i < len(calls):
         if calls[i] is None:
@@ -117,18 +241,20 @@ def compile_schedule(plan, state) -> Schedule | None:
     if not runs:
         return None
     slab = state.slab
+    specs = []
     for start, stop in runs:
         source, kernels, data = _source(calls[start:stop], slab)
-        fn = _load(source, kernels)
+        path = _write(source)
+        fn = load_module(path, kernels)
         consts = _consts_of(calls[start:stop], slab)
-        fn.compile(tuple(numba.typeof(v) for v in (slab, consts) + data))
-        segments.append(Segment(start, stop, fn, data))
+        sig = tuple(numba.typeof(v) for v in (slab, consts) + data)
+        specs.append((start, stop, fn, data, sig, kernels, path))
 
     def consts_of(st):
-        return [_consts_of([_call_of(s, c) for s, c in zip(plan.steps[g.start:g.stop],
-                                                            st.contexts[g.start:g.stop])],
-                           st.slab) for g in segments]
-    return Schedule(segments, consts_of)
+        return [_consts_of([_call_of(s, c) for s, c in zip(plan.steps[sp[0]:sp[1]],
+                                                            st.contexts[sp[0]:sp[1]])],
+                           st.slab) for sp in specs]
+    return Job(specs, consts_of)
 
 
 def _call_of(step, ctx):
@@ -232,14 +358,46 @@ def _consts_of(calls, slab) -> tuple:
 
 
 def _source_hash(disp) -> str:
-    try:
-        text = inspect.getsource(disp.py_func)
-    except (OSError, TypeError):
-        text = disp.py_func.__qualname__
-    return hashlib.sha1(text.encode()).hexdigest()[:10]
+    """A digest of the kernel's compiled code (bytecode, constants and names, nested code
+    included): stable across processes, and cheaper than its source text."""
+    h = hashlib.sha1()
+    _feed_code(h, disp.py_func.__code__)
+    return h.hexdigest()[:10]
 
 
-def _load(source: str, kernels: dict):
+def _feed_code(h, code) -> None:
+    h.update(code.co_code)
+    h.update(" ".join(code.co_names).encode())
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            _feed_code(h, c)
+        elif isinstance(c, frozenset):
+            h.update(repr(sorted(map(repr, c))).encode())
+        else:
+            h.update(repr(c).encode())
+
+
+_BLOBS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _pickled(kernels: dict) -> bytes:
+    """``kernels`` for the helper process: each dispatcher pickled once (by value: numba's
+    serializer), the dict of their pickles."""
+    blobs = {}
+    for name, disp in kernels.items():
+        blob = _BLOBS.get(disp)
+        if blob is None:
+            blob = _BLOBS[disp] = serialize.dumps(disp)
+        blobs[name] = blob
+    return pickle.dumps(blobs, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def unpickled(blob: bytes) -> dict:
+    return {name: pickle.loads(b) for name, b in pickle.loads(blob).items()}
+
+
+def _write(source: str) -> str:
+    """The module's file in the schedule cache, named by the hash of its text."""
     digest = hashlib.sha1(source.encode()).hexdigest()[:20]
     folder = cache_dir()
     os.makedirs(folder, exist_ok=True)
@@ -249,13 +407,19 @@ def _load(source: str, kernels: dict):
         with open(tmp, "w") as f:
             f.write(source)
         os.replace(tmp, path)       # never rewritten: numba's cache keys on the file's stamp
-    name = f"graphrt_sched_{digest}"
-    mod = sys.modules.get(name)
-    if mod is None:
-        spec = importlib.util.spec_from_file_location(name, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[name] = mod         # numba's cache finds functions through it
-        spec.loader.exec_module(mod)
-    for name, disp in kernels.items():
-        setattr(mod, name, disp)
-    return mod.segment
+    return path
+
+
+def load_module(path: str, kernels: dict):
+    """The ``segment`` function of the module at ``path``, its kernels bound by name."""
+    name = os.path.splitext(os.path.basename(path))[0]
+    with _lock:                         # (plans of several threads: one import, complete)
+        mod = sys.modules.get(name)
+        if mod is None or mod.__file__ != path:    # (another schedule folder since: its own)
+            spec = importlib.util.spec_from_file_location(name, path)
+            mod = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(mod)
+            sys.modules[name] = mod     # numba's cache finds functions through it
+        for key, disp in kernels.items():
+            setattr(mod, key, disp)
+        return mod.segment

@@ -137,7 +137,7 @@ def _feed(h, value, seen: set) -> None:
 
 
 @functools.lru_cache(maxsize=None)
-def _source(code) -> bytes:
+def source_of(code) -> bytes:
     """A function's source text (memoised: inspect tokenises the whole block each time, and
     the shared helpers are hashed into hundreds of variants at import)."""
     try:
@@ -151,7 +151,7 @@ def _feed_source(h, py, seen: set) -> None:
         return
     seen.add(id(py))
     h.update(py.__module__.encode())    # cached code refers to it: a helper that moves renames
-    h.update(_source(py.__code__))
+    h.update(source_of(py.__code__))
     for name in py.__code__.co_names:
         callee = py.__globals__.get(name)
         if getattr(callee, "py_func", None) is not None:

@@ -53,6 +53,10 @@ class MatMul(OpKernel):
         product, narrowed = prepared
         return not narrowed and product.absorb_relu()
 
+    def jit_call(self, ctx: RunContext):
+        product, narrowed = ctx.prepared
+        return None if narrowed else product.call_of(*ctx.flat_in, ctx.flat_out[0])
+
     def run(self, ctx: RunContext) -> None:
         product, _ = ctx.prepared
         a, b = ctx.flat_in
@@ -119,8 +123,17 @@ class Gemm(OpKernel):
     def absorb_relu(self, prepared) -> bool:
         return prepared[0].absorb_relu()
 
-    def run(self, ctx: RunContext) -> None:
+    @staticmethod
+    def _operands(ctx: RunContext):
         product, bt = ctx.prepared
         a, b = ctx.flat_in[0], ctx.flat_in[1] if bt is None else bt
         c = ctx.flat_in[2] if len(ctx.flat_in) > 2 else None
-        product(a, b, ctx.flat_out[0], c)
+        return product, (a, b, ctx.flat_out[0], c)
+
+    def jit_call(self, ctx: RunContext):
+        product, operands = self._operands(ctx)
+        return product.call_of(*operands)
+
+    def run(self, ctx: RunContext) -> None:
+        product, operands = self._operands(ctx)
+        product(*operands)

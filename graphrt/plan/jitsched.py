@@ -40,6 +40,7 @@ import threading
 import types
 import warnings
 import weakref
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -87,9 +88,20 @@ def compile_mode() -> str:
     return mode if mode in ("process", "thread") else "process"
 
 
+class Spec(NamedTuple):
+    """One segment generated and imported: steps start..stop-1, its ``segment`` function,
+    its data (ints, floats), numba signature, kernels by name and module file."""
+    start: int
+    stop: int
+    fn: object
+    data: tuple
+    sig: tuple
+    kernels: dict
+    path: str
+
+
 class Job:
-    """A plan's schedule with its modules generated and imported, not yet compiled here:
-    per segment (start, stop, fn, data, signature, kernels, path)."""
+    """A plan's schedule with its modules generated and imported, not yet compiled here."""
 
     __slots__ = ("specs", "consts_of", "ready")
 
@@ -98,16 +110,16 @@ class Job:
         self.ready = False              # the helper process has put every module in the cache
 
     def missing(self) -> list:
-        return [sp for sp in self.specs if not _in_cache(sp[2], sp[4])]
+        return [sp for sp in self.specs if not _in_cache(sp.fn, sp.sig)]
 
     def requests(self, specs) -> list:
-        return [(sp[6], _pickled(sp[5]), sp[4]) for sp in specs]
+        return [(sp.path, _pickled(sp.kernels), sp.sig) for sp in specs]
 
     def load(self) -> Schedule:
         """Compile every segment in this process (a load, when numba's cache has it)."""
         for sp in self.specs:
-            sp[2].compile(sp[4])
-        return Schedule([Segment(sp[0], sp[1], sp[2], sp[3]) for sp in self.specs],
+            sp.fn.compile(sp.sig)
+        return Schedule([Segment(sp.start, sp.stop, sp.fn, sp.data) for sp in self.specs],
                         self.consts_of)
 
 
@@ -248,11 +260,11 @@ def prepare(plan, state) -> Job | None:
         fn = load_module(path, kernels)
         consts = _consts_of(calls[start:stop], slab)
         sig = tuple(numba.typeof(v) for v in (slab, consts) + data)
-        specs.append((start, stop, fn, data, sig, kernels, path))
+        specs.append(Spec(start, stop, fn, data, sig, kernels, path))
 
     def consts_of(st):
-        return [_consts_of([_call_of(s, c) for s, c in zip(plan.steps[sp[0]:sp[1]],
-                                                            st.contexts[sp[0]:sp[1]])],
+        return [_consts_of([_call_of(s, c) for s, c in zip(plan.steps[sp.start:sp.stop],
+                                                            st.contexts[sp.start:sp.stop])],
                            st.slab) for sp in specs]
     return Job(specs, consts_of)
 

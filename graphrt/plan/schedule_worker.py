@@ -155,7 +155,6 @@ def _serve() -> None:
     replies = os.dup(1)
     os.dup2(2, 1)                       # print() and numba's warnings: not into the replies
     import graphrt  # noqa: F401  (graphrt's kernel cache locator and typing rules, as in the parent)
-    from numba.core import serialize  # noqa: F401  (the kernels' pickles refer to it)
     from . import jitsched
     requests = sys.stdin.fileno()
     while True:

@@ -275,30 +275,28 @@ class _TileCall:
     __slots__ = ("fn", "offa", "offb", "geo", "tasks", "alpha", "beta", "unit", "own", "btab",
                  "kt")
 
-    def call_of(self, a, b, c, out):
-        """(kernel, args) of the whole product on graphrt's micro-kernel; None for the BLAS
+    def _tasks(self, batches: int | None) -> int:
+        return self.tasks if batches is None else \
+            min(batches, len(self.offa)) * int(self.geo[_T_TM] * self.geo[_T_TN])
+
+    def call_of(self, a, b, c, out, batches: int | None = None):
+        """(kernel, args) of the product on graphrt's micro-kernel; None for the BLAS
         (held at one thread around the call: Python work)."""
         if not self.own:
             return None
         return self.fn, (a, b, c, out, self.offa, self.offb, self.geo, self.alpha, self.beta,
-                         self.unit, self.tasks, microkernel.work_for(out.dtype), self.btab,
-                         self.kt)
+                         self.unit, self._tasks(batches), microkernel.work_for(out.dtype),
+                         self.btab, self.kt)
 
     def __call__(self, a, b, c, out, batches: int | None = None) -> None:
-        if batches is None and self.own:
-            fn, args = self.call_of(a, b, c, out)
-            fn(*args)
-            return
-        tasks = self.tasks if batches is None else \
-            min(batches, len(self.offa)) * int(self.geo[_T_TM] * self.geo[_T_TN])
-        if self.own:
-            self.fn(a, b, c, out, self.offa, self.offb, self.geo, self.alpha, self.beta,
-                    self.unit, tasks, microkernel.work_for(out.dtype), self.btab, self.kt)
+        call = self.call_of(a, b, c, out, batches)
+        if call is not None:
+            call[0](*call[1])
             return
         blas.enter()
         try:
             self.fn(a, b, c, out, self.offa, self.offb, self.geo, self.alpha, self.beta,
-                    self.unit, tasks, self.unit, self.btab, self.kt)
+                    self.unit, self._tasks(batches), self.unit, self.btab, self.kt)
         finally:
             blas.leave()
 
@@ -472,36 +470,27 @@ class Product:
         self.fn = variants.get(exact, True)
         self.fn_serial = variants.get(exact, False)
 
-    def call_of(self, a, b, out, c=None):
-        """(kernel, args) when the whole product is one compiled call (``self(a, b, out, c)``
-        is ``kernel(*args)``), else None (the BLAS path, an empty product)."""
+    def call_of(self, a, b, out, c=None, batches: int | None = None):
+        """(kernel, args) when the product of the first ``batches`` batch entries (all by
+        default) is one compiled call, else None (the BLAS path, an empty product)."""
         c = out if c is None else c
         if self.tiles is not None:
-            return self.tiles.call_of(a, b, c, out)
-        if self.batches * self.blocks == 0:
+            return self.tiles.call_of(a, b, c, out, batches)
+        nb = self.batches if batches is None else min(batches, self.batches)
+        if nb * self.blocks == 0:
             return None
-        fn = self.fn if self.batches * self.work >= self.min_parallel else self.fn_serial
+        fn = self.fn if nb * self.work >= self.min_parallel else self.fn_serial
         return fn, (a, b, c, out, self.offa, self.offb, self.geo, self.alpha, self.beta,
-                    self.batches * self.blocks, panels_for(out.dtype, self.slots))
+                    nb * self.blocks, panels_for(out.dtype, self.slots))
 
     def __call__(self, a, b, out, c=None, batches: int | None = None) -> None:
         """out = A @ B (Gemm: the epilogue with ``c``) for the first ``batches`` batch
         entries (all by default)."""
-        if batches is None:
-            call = self.call_of(a, b, out, c)
-            if call is not None:
-                call[0](*call[1])
-                return
-        c = out if c is None else c
-        if self.tiles is not None:
-            self.tiles(a, b, c, out, batches)
-            return
-        nb = self.batches if batches is None else min(batches, self.batches)
-        if nb * self.blocks == 0:
-            return
-        fn = self.fn if nb * self.work >= self.min_parallel else self.fn_serial
-        fn(a, b, c, out, self.offa, self.offb, self.geo, self.alpha, self.beta,
-           nb * self.blocks, panels_for(out.dtype, self.slots))
+        call = self.call_of(a, b, out, c, batches)
+        if call is not None:
+            call[0](*call[1])
+        elif self.tiles is not None:
+            self.tiles(a, b, out if c is None else c, out, batches)     # the BLAS
 
     def absorb_relu(self) -> bool:
         """Let the tiles apply Relu as they store (a FusedEpilogue's next stage): on the

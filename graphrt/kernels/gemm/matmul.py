@@ -53,10 +53,6 @@ class MatMul(OpKernel):
         product, narrowed = prepared
         return not narrowed and product.absorb_relu()
 
-    def jit_call(self, ctx: RunContext):
-        product, narrowed = ctx.prepared
-        return None if narrowed else product.call_of(*ctx.flat_in, ctx.flat_out[0])
-
     def run(self, ctx: RunContext) -> None:
         product, _ = ctx.prepared
         a, b = ctx.flat_in
@@ -123,17 +119,8 @@ class Gemm(OpKernel):
     def absorb_relu(self, prepared) -> bool:
         return prepared[0].absorb_relu()
 
-    @staticmethod
-    def _operands(ctx: RunContext):
+    def run(self, ctx: RunContext) -> None:
         product, bt = ctx.prepared
         a, b = ctx.flat_in[0], ctx.flat_in[1] if bt is None else bt
         c = ctx.flat_in[2] if len(ctx.flat_in) > 2 else None
-        return product, (a, b, ctx.flat_out[0], c)
-
-    def jit_call(self, ctx: RunContext):
-        product, operands = self._operands(ctx)
-        return product.call_of(*operands)
-
-    def run(self, ctx: RunContext) -> None:
-        product, operands = self._operands(ctx)
-        product(*operands)
+        product(a, b, ctx.flat_out[0], c)

@@ -13,8 +13,9 @@ import numpy as np
 
 from . import dtypes
 from .errors import ErrorKind, SessionError
-from .ir import IrGraph, IrModel, TensorInfo
+from .ir import IrGraph, IrModel, IrNode, TensorInfo
 from .kernels.core.base import NodeInfo, OpKernel
+from .kernels.core.lowering import Builder, Lowered
 from .kernels.table import DEFAULT, OperatorTable
 from .options import CancelToken, SessionOptions, WeightStorage
 
@@ -84,7 +85,7 @@ class CompiledGraph:
             self.input_ids.append(define(info.name, None))
 
         wired = []
-        for n in g.nodes:
+        for n in _lowered(g.nodes, opsets, table, cancel):
             caps = _free_names_of_node(n)
             for name in list(n.inputs) + caps:
                 if name and name not in ids:
@@ -112,7 +113,7 @@ class CompiledGraph:
         resolved = []
         for n, ins, outs, caps in (wired[i] for i in live):
             _check(cancel)
-            opset = opsets.get(n.domain)
+            opset = _opset_of(n, opsets)
             opdef = table.resolve(n.domain, n.op_type, opset) if opset is not None else None
             label = f"{n.domain + '.' if n.domain else ''}{n.op_type} (opset {opset})"
             if opdef is None:
@@ -217,6 +218,32 @@ def _live_nodes(wired, wanted: set[int]) -> list[int]:
             keep.append(i)
             need.update(x for x in ins if x >= 0)
     return keep[::-1]
+
+
+def _opset_of(n: IrNode, opsets: dict) -> int | None:
+    return n.opset if n.opset is not None else opsets.get(n.domain)
+
+
+def _lowered(nodes, opsets: dict, table: OperatorTable, cancel) -> list[IrNode]:
+    """``nodes`` with each node of a Lowered operator replaced by its expansion (itself
+    lowered again: a composition may use another)."""
+    out: list[IrNode] = []
+    todo = list(reversed(nodes))
+    while todo:
+        n = todo.pop()
+        opset = _opset_of(n, opsets)
+        opdef = table.resolve(n.domain, n.op_type, opset) if opset is not None else None
+        if opdef is None or not (isinstance(opdef.factory, type) and
+                                 issubclass(opdef.factory, Lowered)):
+            out.append(n)
+            continue
+        _check(cancel)
+        info = NodeInfo(n.name, n.op_type, n.domain, opset, n.attrs, len(n.inputs),
+                        len(n.outputs))
+        b = Builder(info, n.inputs, n.outputs)
+        _make_kernel(opdef, info).expand(b)
+        todo.extend(reversed(b.finish()))
+    return out
 
 
 def _make_kernel(opdef, info: NodeInfo) -> OpKernel:

@@ -37,6 +37,7 @@ class IrNode:
     inputs: list[str]            # "" marks a missing optional input
     outputs: list[str]           # "" marks an unused optional output
     attrs: dict = field(default_factory=dict)
+    opset: int | None = None     # the domain's opset when not the model's (lowered nodes)
 
 
 @dataclass

@@ -451,13 +451,44 @@ def resnet18_int8_qdq(path):
     return feeds
 
 
-def mobilenet_fp16(path):
+def _fp16(base, make, path):
+    """``base`` converted by onnxconverter-common, float32 inputs and outputs kept."""
     import onnx
     from onnxconverter_common import float16
-    src, feeds = _from("mobilenet_v3", os.path.dirname(path), mobilenet_v3)
+    src, feeds = _from(base, os.path.dirname(path), make)
     m = float16.convert_float_to_float16(onnx.load(src), keep_io_types=True)
     onnx.save(m, path)
     return feeds
+
+
+def mobilenet_fp16(path):
+    return _fp16("mobilenet_v3", mobilenet_v3, path)
+
+
+def bert_fp16(path):
+    return _fp16("bert", bert, path)
+
+
+def vit_fp16(path):
+    return _fp16("vit", vit, path)
+
+
+def _optimized(base, make, path, model_type, heads, hidden):
+    """``base`` rewritten by onnxruntime's transformer optimizer into its com.microsoft
+    fused operators (Attention, SkipLayerNormalization, FastGelu, ...), as users ship it."""
+    from onnxruntime.transformers.optimizer import optimize_model
+    src, feeds = _from(base, os.path.dirname(path), make)
+    optimize_model(src, model_type=model_type, num_heads=heads, hidden_size=hidden,
+                   opt_level=0).save_model_to_file(path)
+    return feeds
+
+
+def bert_optimized(path):
+    return _optimized("bert", bert, path, "bert", 4, 256)
+
+
+def vit_optimized(path):
+    return _optimized("vit", vit, path, "vit", 3, 192)
 
 
 # ----------------------------------------------------------------------------- scikit-learn
@@ -505,12 +536,13 @@ MODELS = {f.__name__: f for f in (
     bert, bert_dynamo, distilbert, gpt2, vit, whisper_encoder, t5_encoder, resnet18,
     mobilenet_v3, yolo, bilstm_tagger, gru_classifier, streaming_vad, crnn, torch_cond,
     torch_while, scripted_loop, mlp_dynamo, bert_int8_dynamic, resnet18_int8_qdq,
-    mobilenet_fp16, skl_logistic, skl_mlp, skl_forest)}
+    mobilenet_fp16, bert_fp16, vit_fp16, bert_optimized, vit_optimized, skl_logistic, skl_mlp,
+    skl_forest)}
 
 # the quantized and float16 models measure issue #17's work; the ai.onnx.ml ones (a linear
 # classifier, a tree ensemble) #16's
-OTHER_ISSUES = {"bert_int8_dynamic", "resnet18_int8_qdq", "mobilenet_fp16", "skl_logistic",
-                "skl_forest"}
+OTHER_ISSUES = {"bert_int8_dynamic", "resnet18_int8_qdq", "mobilenet_fp16", "bert_fp16",
+                "vit_fp16", "bert_optimized", "vit_optimized", "skl_logistic", "skl_forest"}
 
 
 def generate(name: str, folder: str, force: bool) -> str:

@@ -3,6 +3,12 @@ from __future__ import annotations
 
 from .attention.attention import Attention, RotaryEmbedding
 from .attention.preview import CausalConvWithState, FlexAttention, LinearAttention
+from .contrib.activations import BiasGelu, FastGelu, FusedConv, MsGelu, QuickGelu
+from .contrib.normalization import (SimplifiedLayerNormalization, SkipLayerNormalization,
+                                    SkipSimplifiedLayerNormalization)
+from .contrib.quantized import (DynamicQuantizeMatMul, MatMulIntegerToFloat, QLinearAdd,
+                                QLinearAveragePool, QLinearConcat, QLinearGlobalAveragePool,
+                                QLinearLeakyRelu, QLinearMul, QLinearSigmoid)
 from .control.sequence import (ConcatFromSequence, Optional, OptionalGetElement,
                                OptionalHasElement, SequenceAt, SequenceConstruct, SequenceEmpty,
                                SequenceErase, SequenceInsert, SequenceLength, SplitToSequence)
@@ -311,6 +317,25 @@ ALL: tuple[OpDef, ...] = (
     OpDef("ai.onnx.ml", "SVMRegressor", 1, None, SVMRegressor),
     OpDef("ai.onnx.ml", "ZipMap", 1, None, ZipMap),
     OpDef("com.microsoft", "Tokenizer", 1, None, Tokenizer),
+    OpDef("com.microsoft", "Gelu", 1, None, MsGelu),
+    OpDef("com.microsoft", "BiasGelu", 1, None, BiasGelu),
+    OpDef("com.microsoft", "FastGelu", 1, None, FastGelu),
+    OpDef("com.microsoft", "QuickGelu", 1, None, QuickGelu),
+    OpDef("com.microsoft", "FusedConv", 1, None, FusedConv),
+    OpDef("com.microsoft", "SkipLayerNormalization", 1, None, SkipLayerNormalization),
+    OpDef("com.microsoft", "SkipSimplifiedLayerNormalization", 1, None,
+          SkipSimplifiedLayerNormalization),
+    # onnxruntime registers it in the default domain
+    OpDef("", "SimplifiedLayerNormalization", 1, None, SimplifiedLayerNormalization),
+    OpDef("com.microsoft", "MatMulIntegerToFloat", 1, None, MatMulIntegerToFloat),
+    OpDef("com.microsoft", "DynamicQuantizeMatMul", 1, None, DynamicQuantizeMatMul),
+    OpDef("com.microsoft", "QLinearAdd", 1, None, QLinearAdd),
+    OpDef("com.microsoft", "QLinearMul", 1, None, QLinearMul),
+    OpDef("com.microsoft", "QLinearSigmoid", 1, None, QLinearSigmoid),
+    OpDef("com.microsoft", "QLinearLeakyRelu", 1, None, QLinearLeakyRelu),
+    OpDef("com.microsoft", "QLinearGlobalAveragePool", 1, None, QLinearGlobalAveragePool),
+    OpDef("com.microsoft", "QLinearAveragePool", 1, None, QLinearAveragePool),
+    OpDef("com.microsoft", "QLinearConcat", 1, None, QLinearConcat),
 )
 
 

@@ -63,10 +63,12 @@ class MatMul(OpKernel):
 
 
 class Gemm(OpKernel):
-    """Y = alpha * A' B' + beta * C (opset 7+; C optional from opset 11)."""
+    """Y = alpha * A' B' + beta * C (opset 7+; C optional from opset 11). float16 and
+    bfloat16 are computed in float32 like MatMul: A, B and C widened exactly, the epilogue
+    in float32, Y rounded once."""
 
     supports_exact = True
-    ALLOWED = frozenset(np.dtype(t) for t in (np.float32, np.float64))
+    ALLOWED = frozenset(np.dtype(t) for t in (np.float32, np.float64)) | HALF
 
     def __init__(self, node):
         super().__init__(node)
@@ -97,30 +99,37 @@ class Gemm(OpKernel):
                 ctx.fail(f"C of shape {list(sc)} does not broadcast to {[m, n]}")
             c_strides = element_strides(sc, (m, n))
         ctx.set_output(0, dt, (m, n))
+        wd = compute_dtype(dt)
         # A constant B' (a layer's weights, transB=1 as exporters write Linear) is laid out
         # k-major once: the product then reads its columns in place instead of packing them
         # in every run (or, for a few rows, running scalar chains over them). Each element's
         # chain is the same, so are the bits.
-        bt = self._k_major(ctx.value(1)) if self.trans_b else None
+        bt = self._k_major(ctx.value(1), wd) if self.trans_b else None
         trans_b = self.trans_b and bt is None
-        ctx.prepared = (Product(dt, m, n, k, (1, m) if self.trans_a else (k, 1),
+        ctx.prepared = (Product(wd, m, n, k, (1, m) if self.trans_a else (k, 1),
                                 (1, k) if trans_b else (n, 1), exact=ctx.exact, gemm=True,
-                                alpha=self.alpha, beta=self.beta, c_strides=c_strides), bt)
+                                alpha=self.alpha, beta=self.beta, c_strides=c_strides), bt,
+                         wd != dt)
 
-    def _k_major(self, b):
-        """B' of a constant transposed B, made once per kernel (shared by its plans)."""
+    def _k_major(self, b, dtype):
+        """B' of a constant transposed B in ``dtype``, made once per kernel (shared by its
+        plans)."""
         if b is None:
             return None
         cached = self._bt
         if cached is None or cached[0] is not b:
-            cached = self._bt = (b, np.ascontiguousarray(b.T).reshape(-1))
+            cached = self._bt = (b, np.ascontiguousarray(b.T, dtype=dtype).reshape(-1))
         return cached[1]
 
     def absorb_relu(self, prepared) -> bool:
-        return prepared[0].absorb_relu()
+        product, _, narrowed = prepared
+        return not narrowed and product.absorb_relu()
 
     def run(self, ctx: RunContext) -> None:
-        product, bt = ctx.prepared
+        product, bt, _ = ctx.prepared
         a, b = ctx.flat_in[0], ctx.flat_in[1] if bt is None else bt
         c = ctx.flat_in[2] if len(ctx.flat_in) > 2 else None
-        product(a, b, ctx.flat_out[0], c)
+        out = ctx.flat_out[0]
+        buf = result_buffer(ctx, out)
+        product(widen(ctx, a), widen(ctx, b), buf, widen(ctx, c))
+        narrow(out, buf)

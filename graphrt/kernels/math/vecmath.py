@@ -36,8 +36,10 @@ from numba.extending import intrinsic, overload
 
 # numba inlines these functions (inline="always") into the element loops, so that LLVM sees
 # one loop body it can vectorise; its pedantic SSA check then reports the inlined selects'
-# variables as "not in scope", a known false report of IR-level inlining: not shown
-warnings.filterwarnings("ignore", r"variable '.*' is not in scope", NumbaIRAssumptionWarning)
+# variables as "not in scope", a known false report of IR-level inlining: not shown (the
+# message may start with a terminal colour code, hence the leading .*)
+warnings.filterwarnings("ignore", r"(?s).*variable '.*' is not in scope",
+                        NumbaIRAssumptionWarning)
 
 _LN2_HI = 0.693147180369123816490      # ln 2 with its low 32 bits zero: n * _LN2_HI is exact
 _LN2_LO = 1.90821492927058770002e-10   # ln 2 - _LN2_HI

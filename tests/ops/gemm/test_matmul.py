@@ -3,6 +3,7 @@ RunContext: fast mode against numpy, exact mode bit for bit against a sequential
 product."""
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -211,3 +212,27 @@ def test_gemm_errors():
     expect_error(ErrorKind.INVALID_MODEL, kernel_run, Gemm, [a, b], dict(transB=1))
     expect_error(ErrorKind.INVALID_MODEL, kernel_run, Gemm, [a[None], b])
     expect_error(ErrorKind.UNSUPPORTED, kernel_run, Gemm, [a.astype(np.int32), b.astype(np.int32)])
+
+
+@pytest.mark.parametrize("half", [np.float16, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("unknown", [(), (1,)])
+def test_gemm_half_is_float32_rounded_once(half, unknown):
+    """float16/bfloat16 Gemm (what float16 converters leave of a Linear layer): the float32
+    product and epilogue of the exactly widened operands, rounded once; a constant
+    transposed B (laid out k-major in float32) gives the bits of one known at run time."""
+    m, k, n = 5, 40, 24
+    a, b, c = (rand(s, seed=30 + i).astype(half) for i, s in enumerate([(m, k), (n, k), (n,)]))
+    wide = [x.astype(np.float32) for x in (a, b, c)]
+    want = gemm_reference(*wide, 0, 1, 0.5, 2.0).astype(half)
+    attrs = dict(transB=1, alpha=0.5, beta=2.0)
+    kernel, ctx = kernel_infer(Gemm, [a, b, c], attrs, exact=True, unknown=unknown)
+    out = np.empty((m, n), half)
+    kernel.run(RunContext(kernel.node, [a, b, c], [out], ctx.prepared, True))
+    np.testing.assert_array_equal(bits(out), bits(want))
+    fast = kernel_run(Gemm, [a, b, c], attrs)
+    assert fast.dtype == half
+    # fast mode may contract the float32 chain: one rounding step of the half type apart
+    w32 = want.astype(np.float32)
+    eps = float(ml_dtypes.finfo(half).eps)
+    np.testing.assert_allclose(fast.astype(np.float32), w32, rtol=eps,
+                               atol=eps * float(np.abs(w32).max()))

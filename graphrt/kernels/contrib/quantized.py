@@ -1,0 +1,131 @@
+"""com.microsoft quantized operators as onnxruntime's quantizer writes them, compositions of
+standard operators (core/lowering.py):
+
+  MatMulIntegerToFloat(A, B, a_scale, b_scale[, a_zp[, b_zp[, bias]]]):
+      Y = float((A - a_zp) @ (B - b_zp)) * (a_scale * b_scale) + bias
+      (the int32 product exact, then one conversion, one multiply, one add: onnxruntime's
+      order, so its bits)
+  DynamicQuantizeMatMul(A, B, b_scale[, b_zp[, bias]]):
+      A quantized as DynamicQuantizeLinear does (uint8, its scale and zero point), then
+      MatMulIntegerToFloat
+  QLinear<op>(X, X_scale, X_zp, ..., Y_scale, Y_zp):
+      Y = QuantizeLinear(op(DequantizeLinear(X, X_scale, X_zp), ...), Y_scale, Y_zp), Y of
+      X's element type. onnxruntime's QLinearAdd scales each operand by its ratio to
+      Y_scale before adding: another rounding order, so its results can differ by one
+      quantization step where a sum falls next to a rounding boundary.
+"""
+from __future__ import annotations
+
+from ..core.lowering import Builder, Lowered, trimmed
+
+
+def scaled_product(b: Builder, a, bm, a_scale, b_scale, a_zp, b_zp, bias, out) -> None:
+    acc = b.op("MatMulInteger", [a, bm] + trimmed([a_zp, b_zp]))
+    wide = b.op("CastLike", [acc, a_scale])
+    scale = b.op("Mul", [a_scale, b_scale])
+    if bias:
+        b.op("Add", [b.op("Mul", [wide, scale]), bias], outputs=[out])
+    else:
+        b.op("Mul", [wide, scale], outputs=[out])
+
+
+class MatMulIntegerToFloat(Lowered):
+    def expand(self, b: Builder) -> None:
+        scaled_product(b, *(b.input(i) for i in range(7)), b.output(0))
+
+
+class DynamicQuantizeMatMul(Lowered):
+    def expand(self, b: Builder) -> None:
+        q, scale, zp = b.temp(), b.temp(), b.temp()
+        b.op("DynamicQuantizeLinear", [b.input(0)], outputs=[q, scale, zp])
+        scaled_product(b, q, b.input(1), scale, b.input(2), zp, b.input(3), b.input(4),
+                       b.output(0))
+
+
+def _zero_point(b: Builder, zp: str, like: str) -> str:
+    """``zp``, or a zero of ``like``'s element type when absent (Y keeps X's type)."""
+    return zp or b.op("CastLike", [b.const(0, "int32"), like])
+
+
+def dequantized(b: Builder, x: int) -> str:
+    """DequantizeLinear of the (value, scale, zero point) at inputs x, x+1, x+2."""
+    return b.op("DequantizeLinear", trimmed([b.input(x), b.input(x + 1), b.input(x + 2)]))
+
+
+def quantized(b: Builder, value: str, scale: int, like: str) -> None:
+    """Output 0 = QuantizeLinear(value, input scale, input scale+1 or a zero like ``like``)."""
+    b.op("QuantizeLinear", [value, b.input(scale), _zero_point(b, b.input(scale + 1), like)],
+         outputs=[b.output(0)])
+
+
+class _QLinearBinary(Lowered):
+    OP = ""
+
+    def expand(self, b: Builder) -> None:
+        v = b.op(self.OP, [dequantized(b, 0), dequantized(b, 3)])
+        quantized(b, v, 6, b.input(0))
+
+
+class QLinearAdd(_QLinearBinary):
+    OP = "Add"
+
+
+class QLinearMul(_QLinearBinary):
+    OP = "Mul"
+
+
+class _QLinearUnary(Lowered):
+    """X, X_scale, X_zp, Y_scale, Y_zp -> op(X) (attributes: ``attrs``)."""
+
+    def attrs(self) -> dict:
+        return {}
+
+    OP = ""
+
+    def expand(self, b: Builder) -> None:
+        quantized(b, b.op(self.OP, [dequantized(b, 0)], **self.attrs()), 3, b.input(0))
+
+
+class QLinearSigmoid(_QLinearUnary):
+    OP = "Sigmoid"
+
+
+class QLinearLeakyRelu(_QLinearUnary):
+    OP = "LeakyRelu"
+
+    def attrs(self) -> dict:
+        return {"alpha": float(self.node.attr("alpha", 0.01))}
+
+
+class _ChannelsFirst(_QLinearUnary):
+    def expand(self, b: Builder) -> None:
+        if int(self.node.attr("channels_last", 0)):
+            b.refuse("channels_last=1 is not supported")
+        super().expand(b)
+
+
+class QLinearGlobalAveragePool(_ChannelsFirst):
+    OP = "GlobalAveragePool"
+
+
+class QLinearAveragePool(_ChannelsFirst):
+    OP = "AveragePool"
+
+    def attrs(self) -> dict:
+        return {k: v for k, v in self.node.attrs.items() if k != "channels_last"}
+
+
+class QLinearConcat(Lowered):
+    """Y_scale, Y_zp, then (X, X_scale, X_zp) per input -> Concat along ``axis``."""
+
+    def expand(self, b: Builder) -> None:
+        n = len(b.inputs) - 2
+        if n < 3 or n % 3:
+            b.refuse(f"inputs must be Y_scale, Y_zp and triples (X, scale, zero point), got "
+                     f"{len(b.inputs)}")
+        axis = self.node.attr("axis")
+        if axis is None:
+            self.node.fail("attribute axis is required")
+        parts = [dequantized(b, i) for i in range(2, len(b.inputs), 3)]
+        v = b.op("Concat", parts, axis=int(axis))
+        quantized(b, v, 0, b.input(2))

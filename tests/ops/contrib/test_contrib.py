@@ -1,0 +1,201 @@
+"""The com.microsoft operators (graphrt/kernels/contrib), each against onnxruntime's own
+kernel on the same node, in fast and exact mode; and their refusals."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import numpy_helper
+
+import graphrt
+from graphrt.errors import ErrorKind
+
+from ...helpers import expect_error, feeds_of, ints, model_of, onnxruntime_outputs, rand
+
+MS = "com.microsoft"
+
+
+def against_onnxruntime(op, inputs, outputs, attrs=None, domain=MS, inits=(), atol=1e-5,
+                        steps=0):
+    """graphrt's outputs (fast and exact) have onnxruntime's types and shapes, float values
+    within ``atol`` (and 1e-5 relative), integer ones within ``steps``; returns graphrt's
+    fast outputs. ``outputs``: names ("" for one not asked for), or (name, element type)
+    where it is not that of the first input."""
+    inits = [numpy_helper.from_array(inputs[n], n) for n in inits]
+    first = next(x for x in inputs.values() if x is not None).dtype
+    outs = [o if isinstance(o, tuple) else (o, first) for o in outputs]
+    model = model_of(op, inputs, outs, attrs, 17, inits, domain)
+    feeds = feeds_of(model, inputs)
+    want = onnxruntime_outputs(model, feeds)
+    fast = None
+    for mode in ("fast", "exact"):
+        got = graphrt.Session(model, graphrt.SessionOptions(mode=mode)).run(None, feeds)
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, g.shape, w.dtype, w.shape)
+            if w.dtype.kind == "f":
+                np.testing.assert_allclose(g.astype(np.float64), w, rtol=1e-5, atol=atol)
+            else:
+                assert np.abs(g.astype(np.int64) - w).max(initial=0) <= steps
+        fast = fast or got
+    return fast
+
+
+# ----------------------------------------------------------------------------- activations
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_gelu_family(dtype):
+    x, bias = rand((2, 5, 16), dtype, seed=1) * 3, rand((16,), dtype, seed=2)
+    atol = 1e-5 if dtype == np.float32 else 4e-3
+    for op, ins in [("Gelu", {"x": x}), ("BiasGelu", {"x": x, "bias": bias}),
+                    ("FastGelu", {"x": x}), ("FastGelu", {"x": x, "bias": bias})]:
+        against_onnxruntime(op, ins, ["y"], atol=atol)
+    against_onnxruntime("QuickGelu", {"x": x}, ["y"], dict(alpha=1.5), atol=atol)
+
+
+# ----------------------------------------------------------------------------- normalisations
+
+@pytest.mark.parametrize("bias", [False, True])
+@pytest.mark.parametrize("beta", [False, True])
+def test_skip_layer_normalization_and_its_outputs(bias, beta):
+    h = 32
+    ins = {"x": rand((2, 7, h), seed=3), "skip": rand((2, 7, h), seed=4),
+           "gamma": rand((h,), seed=5), "beta": rand((h,), seed=6) if beta else None,
+           "bias": rand((h,), seed=7) if bias else None}
+    stats = [("mean", np.float32), ("inv", np.float32)]
+    against_onnxruntime("SkipLayerNormalization", ins, ["y", *stats, "sum"],
+                        dict(epsilon=1e-5), inits=[n for n in ("gamma", "beta", "bias") if ins[n]
+                                                   is not None])
+    got = against_onnxruntime("SkipLayerNormalization", ins, ["y"])
+    assert got[0].shape == (2, 7, h)
+
+
+def test_simplified_layer_normalizations():
+    h = 24
+    x, skip, gamma, bias = (rand(s, seed=10 + i) for i, s in
+                            enumerate([(3, 4, h), (3, 4, h), (h,), (h,)]))
+    against_onnxruntime("SkipSimplifiedLayerNormalization",
+                        {"x": x, "skip": skip, "gamma": gamma, "bias": bias}, ["y", "", "", "sum"],
+                        dict(epsilon=1e-6))
+    against_onnxruntime("SimplifiedLayerNormalization", {"x": x, "scale": gamma}, ["y"],
+                        dict(axis=-1, epsilon=1e-6), domain="")
+
+
+def test_simplified_statistics_outputs_are_refused():
+    x, g = rand((2, 8)), rand((8,))
+    model = model_of("SimplifiedLayerNormalization", {"x": x, "g": g}, [("y", None), ("inv", None)],
+                     opset=17)
+    err = expect_error(ErrorKind.UNSUPPORTED, graphrt.Session, model, match="inv_std_var")
+    assert err.node
+
+
+# ----------------------------------------------------------------------------- quantized
+
+@pytest.mark.parametrize("b_type", [np.int8, np.uint8])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_matmul_integer_to_float(b_type, per_column):
+    """The exact int32 product, converted, times a_scale * b_scale, plus the bias. On AVX2
+    without VNNI, onnxruntime's uint8 x int8 kernel adds pairs of products in saturating
+    int16 (a known limitation of its own): it is compared where A < 128 cannot saturate,
+    numpy's exact product everywhere."""
+    m, k, n = 6, 40, 12
+    lo, hi = (-128, 128) if b_type == np.int8 else (0, 256)
+    b = ints((k, n), lo, hi, b_type, seed=2)
+    shape = (n,) if per_column else ()
+    ins = {"a": ints((2, m, k), 0, 256, np.uint8, seed=1), "b": b,
+           "a_scale": np.array(0.02, np.float32),
+           "b_scale": np.asarray(rand(shape, seed=3) * 0.01 + 0.02, np.float32),
+           "a_zp": np.array(131, np.uint8), "b_zp": ints(shape, lo, hi, b_type, seed=4),
+           "bias": rand((n,), seed=5)}
+    acc = (ins["a"].astype(np.int64) - 131) @ (b.astype(np.int64) - ins["b_zp"])
+    want = acc.astype(np.float32) * (ins["a_scale"] * ins["b_scale"]) + ins["bias"]
+    y = [("y", np.float32)]
+    model = model_of("MatMulIntegerToFloat", ins, y, None, 17, (), MS)
+    for mode in ("fast", "exact"):
+        got = graphrt.Session(model, graphrt.SessionOptions(mode=mode)).run(None, ins)[0]
+        np.testing.assert_array_equal(got, want)
+    if b_type == np.int8:
+        ins["a"] = ints((2, m, k), 0, 128, np.uint8, seed=1)
+    against_onnxruntime("MatMulIntegerToFloat", ins, y, inits=["b", "b_scale", "b_zp", "bias"])
+    del ins["bias"]
+    against_onnxruntime("MatMulIntegerToFloat", ins, y)
+
+
+def test_dynamic_quantize_matmul():
+    """|B| < 64: no saturation in onnxruntime's kernel (see above)."""
+    k, n = 64, 20
+    ins = {"a": rand((3, 5, k), seed=6) * 4, "b": ints((k, n), -64, 64, np.int8, seed=7),
+           "b_scale": np.array(0.03, np.float32), "b_zp": np.array(0, np.int8),
+           "bias": rand((n,), seed=8)}
+    against_onnxruntime("DynamicQuantizeMatMul", ins, ["y"], inits=["b", "b_scale", "b_zp"])
+
+
+def _q(shape, dtype, seed):
+    info = np.iinfo(dtype)
+    return ints(shape, info.min, info.max + 1, dtype, seed=seed)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("op", ["QLinearAdd", "QLinearMul"])
+def test_qlinear_binary(op, dtype):
+    s = np.float32
+    ins = {"a": _q((4, 1, 9), dtype, 1), "sa": np.array(0.05, s), "za": _q((), dtype, 2),
+           "b": _q((3, 9), dtype, 3), "sb": np.array(0.03, s), "zb": _q((), dtype, 4),
+           "sc": np.array(0.08 if op == "QLinearAdd" else 0.4, s), "zc": _q((), dtype, 5)}
+    # onnxruntime's QLinearAdd scales each operand by its ratio to C's scale before adding:
+    # another rounding order, one step apart where a sum falls next to a boundary
+    against_onnxruntime(op, ins, ["c"], steps=1 if op == "QLinearAdd" else 0)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+def test_qlinear_unary_pools_and_concat(dtype):
+    s = np.float32
+    x = _q((2, 3, 6, 6), dtype, 6)
+    q = {"x": x, "sx": np.array(0.07, s), "zx": _q((), dtype, 7), "sy": np.array(0.004, s),
+         "zy": _q((), dtype, 8)}
+    against_onnxruntime("QLinearSigmoid", q, ["y"])
+    against_onnxruntime("QLinearLeakyRelu", dict(q, sy=np.array(0.05, s)), ["y"],
+                        dict(alpha=0.2))
+    pooled = dict(q, sy=np.array(0.06, s))
+    against_onnxruntime("QLinearGlobalAveragePool", pooled, ["y"])
+    against_onnxruntime("QLinearAveragePool", pooled, ["y"],
+                        dict(kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]))
+    cat = {"sy": np.array(0.09, s), "zy": _q((), dtype, 9), "x0": x, "s0": np.array(0.07, s),
+           "z0": _q((), dtype, 10), "x1": _q((2, 2, 6, 6), dtype, 11), "s1": np.array(0.11, s),
+           "z1": _q((), dtype, 12)}
+    against_onnxruntime("QLinearConcat", cat, [("y", dtype)], dict(axis=1))
+
+
+def test_channels_last_pool_is_refused_naming_the_node():
+    s = np.float32
+    q = {"x": _q((1, 4, 4, 3), np.uint8, 1), "sx": np.array(0.1, s), "zx": np.array(3, np.uint8),
+         "sy": np.array(0.1, s), "zy": np.array(3, np.uint8)}
+    model = model_of("QLinearGlobalAveragePool", q, [("y", None)], dict(channels_last=1), 17,
+                     domain=MS)
+    err = expect_error(ErrorKind.UNSUPPORTED, graphrt.Session, model, match="channels_last")
+    assert err.node
+
+
+@pytest.mark.parametrize("activation,params", [("", []), ("Relu", []), ("LeakyRelu", [0.2]),
+                                               ("Clip", [-0.5, 0.7]), ("HardSigmoid", [0.3, 0.4]),
+                                               ("Sigmoid", []), ("Tanh", [])])
+@pytest.mark.parametrize("with_z", [False, True])
+def test_fused_conv(activation, params, with_z):
+    ins = {"x": rand((1, 4, 9, 9), seed=1), "w": rand((6, 2, 3, 3), seed=2),
+           "b": rand((6,), seed=3), "z": rand((1, 6, 5, 5), seed=4) if with_z else None}
+    attrs = dict(group=2, strides=[2, 2], pads=[1, 1, 1, 1], kernel_shape=[3, 3])
+    if activation:
+        attrs["activation"] = activation
+    if params:
+        attrs["activation_params"] = params
+    against_onnxruntime("FusedConv", ins, ["y"], attrs, inits=["w", "b"])
+
+
+def test_errors_in_an_expansion_name_the_node():
+    h = 8
+    ins = {"x": rand((2, 3, h)), "skip": rand((2, 3, h)), "gamma": rand((h + 1,))}
+    model = model_of("SkipLayerNormalization", ins, [("y", np.float32)], None, 17, (), MS)
+    err = expect_error(ErrorKind.INVALID_MODEL, lambda: graphrt.Session(model).run(None, ins))
+    assert err.node == "the_node"
+    bad = model_of("FusedConv", {"x": rand((1, 1, 3, 3)), "w": rand((1, 1, 1, 1))},
+                   [("y", np.float32)], dict(activation="Swish"), 17, (), MS)
+    expect_error(ErrorKind.UNSUPPORTED, graphrt.Session, bad, match="Swish")

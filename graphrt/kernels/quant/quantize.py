@@ -19,8 +19,8 @@ DynamicQuantizeLinear: scale = (max(0, max x) - min(0, min x)) / 255 (1/255 when
 0), zero_point = rint(clamp(-min / scale, 0, 255)), y as QuantizeLinear to uint8.
 
 MatMulInteger, ConvInteger: (a - a_zero_point) (*) (b - b_zero_point) in int32 (per-row /
-per-column, per-output-channel zero points), the product through gemm/product.py, the
-convolution a direct loop (``_conv``). QLinearMatMul, QLinearConv requantize that int32 result:
+per-column, per-output-channel zero points); the product as exact float32 runs of k through
+gemm/product.py (``_IntegerProduct``), the convolution a direct int32 loop (``_conv``). QLinearMatMul, QLinearConv requantize that int32 result:
 y = saturate(rint(float64(acc) * m + y_zero_point)) with m = a_scale * b_scale / y_scale
 computed in the scales' type (numpy), per tensor or per output column/channel.
 
@@ -342,9 +342,10 @@ def _zero_point(ctx, i, count, what):
                  "values")
 
 
-def _shifted(ctx, x, zp, inner, count):
-    """int32(x) - zero point (or just int32(x)) into scratch."""
-    out = scratch(ctx, I32, (x.size,))
+def _shifted(ctx, x, zp, inner, count, dtype=I32):
+    """int32(x) - zero point (or just int32(x)) into scratch of ``dtype`` (int32, or float32
+    where that is exact)."""
+    out = scratch(ctx, dtype, (x.size,))
     if zp is None:
         np.copyto(out, x)
     else:
@@ -352,13 +353,51 @@ def _shifted(ctx, x, zp, inner, count):
     return out
 
 
+@njit(cache=True, nogil=True)
+def _add_run(acc, out, first):
+    """out (+)= int32(acc): a run's integer-valued float32 sums into the int32 result."""
+    for i in range(out.size):
+        v = np.int32(acc[i])
+        out[i] = v if first else out[i] + v
+
+
+def exact_run(k: int, a_max: int, b_max: int) -> int:
+    """The longest run of k whose partial sums of products |a| <= a_max, |b| <= b_max are
+    integers below 2**24, hence exact in float32 in any order, FMA or not."""
+    return max(1, min(k, ((1 << 24) - 1) // max(1, a_max * b_max)))
+
+
+def _shift_bound(ctx, x, zp) -> int:
+    """The largest |x - zero point| over x's element type (over x itself when constant)."""
+    info = np.iinfo(ctx.dtype(x))
+    z = ctx.value(zp) if ctx.has_input(zp) else np.zeros(1, np.int64)
+    if z is None:
+        return info.max - info.min
+    z = np.asarray(z, np.int64)
+    v = ctx.value(x)
+    lo, hi = (info.min, info.max) if v is None or v.size == 0 else (int(v.min()), int(v.max()))
+    return int(max(np.abs(lo - z).max(), np.abs(hi - z).max()))
+
+
 class _IntegerProduct(OpKernel):
     """(A - a_zp) @ (B - b_zp) in int32, numpy matmul broadcasting; the zero points sit at
-    inputs ``ZP`` (a per-row, b per-column)."""
+    inputs ``ZP`` (a per-row, b per-column).
+
+    The operands are 8-bit, so A - a_zp and B - b_zp are integers of at most 9 bits, exact
+    in float32: the product runs as float32 products (graphrt's micro-kernel) over runs of
+    k short enough that every partial sum stays below 2**24 (``exact_run``: 258 for any
+    operands, 514 for weights in [-128, 127]), each run's integer result converted and added
+    in int32. Every step is exact, so the result is the int32 product's in both modes,
+    whatever the path or thread count. A constant B (weights) is shifted and widened once
+    per kernel."""
 
     supports_exact = True
     ZP = (2, 3)
     IN = (0, 1)
+
+    def __init__(self, node):
+        super().__init__(node)
+        self._wide_b = None     # (constant B, its zero point, (B - zp) as float32)
 
     def plan(self, ctx: InferContext):
         ia, ib = self.IN
@@ -379,17 +418,40 @@ class _IntegerProduct(OpKernel):
         shape = batch + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
         _zero_point(ctx, self.ZP[0], m, "A's")
         _zero_point(ctx, self.ZP[1], n, "B's")
-        product = Product(I32, m, n, k, (k, 1), (n, 1), batch_offsets(a2[:-2], batch, m * k),
-                          batch_offsets(b2[:-2], batch, k * n), exact=ctx.exact)
-        return shape, (m, n, k, product)
+        run = exact_run(k, _shift_bound(ctx, ia, self.ZP[0]), _shift_bound(ctx, ib, self.ZP[1]))
+        offa = np.asarray(batch_offsets(a2[:-2], batch, m * k), np.int64)
+        offb = np.asarray(batch_offsets(b2[:-2], batch, k * n), np.int64)
+        runs = tuple(Product(F32, m, n, min(run, k - k0), (k, 1), (n, 1), offa + k0,
+                             offb + k0 * n, exact=ctx.exact, fold=True)
+                     for k0 in range(0, k, run))
+        b_const = ctx.value(ib) is not None and (not ctx.has_input(self.ZP[1]) or
+                                                 ctx.value(self.ZP[1]) is not None)
+        return shape, (m, n, k, runs, b_const)
+
+    def _b(self, ctx: RunContext, b, zb, n):
+        cached = self._wide_b
+        if cached is not None and cached[0] is b and cached[1] is zb:
+            return cached[2]
+        wide = np.empty(b.size, F32)
+        _SHIFT.get(False, False)(b, np.zeros(1, b.dtype) if zb is None else zb, wide, 1, n,
+                                 b.size)
+        self._wide_b = (b, zb, wide)
+        return wide
 
     def product(self, ctx: RunContext, geo, out):
-        m, n, k, product = geo
+        m, n, k, runs, b_const = geo
         ia, ib = self.IN
         za, zb = (ctx.flat_in[z] if len(ctx.flat_in) > z else None for z in self.ZP)
-        a = _shifted(ctx, ctx.flat_in[ia], za, k, m)
-        b = _shifted(ctx, ctx.flat_in[ib], zb, 1, n)
-        product(a, b, out)
+        a = _shifted(ctx, ctx.flat_in[ia], za, k, m, F32)
+        b = self._b(ctx, ctx.flat_in[ib], zb, n) if b_const else \
+            _shifted(ctx, ctx.flat_in[ib], zb, 1, n, F32)
+        if not runs:
+            out[...] = 0
+            return
+        acc = scratch(ctx, F32, (out.size,))
+        for i, run in enumerate(runs):
+            run(a, b, acc)
+            _add_run(acc, out, i == 0)
 
 
 class MatMulInteger(_IntegerProduct):

@@ -144,6 +144,27 @@ def test_matmul_integer(sa, sb, za, zb):
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("consts", [(), (1, 3)])
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_matmul_integer_long_k_in_exact_float32_runs(consts, mode):
+    """K = 1100 needs several float32 runs (258 when B is known only at run time, 514 for
+    constant int8 weights): the extreme operands (every A - a_zp = -255 or 255, every
+    B - b_zp = +-128) give the int32 product exactly, at 1 and 2 threads."""
+    k = 1100
+    a = np.where(ints((2, 5, k), 0, 2, np.uint8, 4) > 0, 255, 0).astype(np.uint8)
+    a[:, 0], a[:, 1] = 255, 0           # rows of one sign, columns too: sums of one sign
+    b = np.where(ints((k, 7), 0, 2, np.uint8, 5) > 0, 127, -128).astype(np.int8)
+    b[:, 0], b[:, 1] = 127, -128
+    inputs = [a, b, np.array(0 if mode == "fast" else 255, np.uint8), np.array(-1, np.int8)]
+    want = (a.astype(np.int64) - inputs[2]) @ (b.astype(np.int64) + 1)
+    assert np.abs(want).max() > 1 << 24         # past what one float32 run could hold
+    model = one_node("MatMulInteger", inputs, opset=10, outs=[np.int32], consts=consts)
+    for threads in (1, 2):
+        sess = graphrt.Session(model, graphrt.SessionOptions(mode=mode, intra_op_threads=threads))
+        got = sess.run(None, feeds(inputs, consts))[0]
+        np.testing.assert_array_equal(got, want)
+
+
 @pytest.mark.parametrize("ta,scale_t,per_col", [(np.uint8, np.float32, False),
                                                 (np.int8, np.float16, False),
                                                 (np.uint8, np.float32, True)])

@@ -1,13 +1,17 @@
-"""The exact-mode status of every operator in graphrt's operator table, as a markdown table.
+"""The exact-mode status of every operator in graphrt's operator table, as a markdown table;
+and the coverage of the com.microsoft operators onnxruntime's tools write.
 
-    python examples/exact_status.py            # print the table
-    python examples/exact_status.py --write    # refresh it in docs/exact-mode.md
+    python examples/exact_status.py            # print the tables
+    python examples/exact_status.py --write    # refresh them in docs/exact-mode.md and
+                                               # docs/contrib-ops.md
 
 The status comes from the kernels' own ``supports_exact`` flags (tests/test_exact_properties.py
 checks that the copy in docs/exact-mode.md is current):
 - yes: the exact variant follows docs/exact-mode.md's rules for every element type taken;
 - by attributes: the kernel decides per node (``self.supports_exact`` in its constructor);
 - no: an exact-mode session with this operator fails with ExactModeUnavailable.
+A composition (a Lowered class, graphrt/kernels/core/lowering.py) is exact where the
+standard operators it expands into are, and takes the element types they take.
 """
 from __future__ import annotations
 
@@ -19,10 +23,24 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 from graphrt import dtypes  # noqa: E402
+from graphrt.kernels.core.lowering import Lowered  # noqa: E402
 from graphrt.kernels.table import ALL  # noqa: E402
 
 DOC = os.path.join(ROOT, "docs", "exact-mode.md")
 START, END = "<!-- exact-status:start -->", "<!-- exact-status:end -->"
+CONTRIB_DOC = os.path.join(ROOT, "docs", "contrib-ops.md")
+CONTRIB_START, CONTRIB_END = "<!-- contrib-status:start -->", "<!-- contrib-status:end -->"
+
+# the com.microsoft operators that onnxruntime's quantizer and transformer optimizer write
+# (issue 17's list), whether graphrt has them or not
+WRITTEN_BY_ONNXRUNTIME = (
+    "Attention", "BiasGelu", "BiasSoftmax", "DynamicQuantizeLSTM", "DynamicQuantizeMatMul",
+    "EmbedLayerNormalization", "FastGelu", "FusedConv", "FusedMatMul", "Gelu",
+    "GroupQueryAttention", "MatMulIntegerToFloat", "MatMulNBits", "MultiHeadAttention",
+    "QAttention", "QGemm", "QLinearAdd", "QLinearAveragePool", "QLinearConcat",
+    "QLinearGlobalAveragePool", "QLinearLeakyRelu", "QLinearMul", "QLinearSigmoid",
+    "QLinearSoftmax", "QuickGelu", "RotaryEmbedding", "SimplifiedLayerNormalization",
+    "SkipLayerNormalization", "SkipSimplifiedLayerNormalization", "Tokenizer")
 
 
 def status(factory) -> str:
@@ -31,9 +49,15 @@ def status(factory) -> str:
     return "yes" if getattr(factory, "supports_exact", False) else "no"
 
 
+def is_composition(factory) -> bool:
+    return isinstance(factory, type) and issubclass(factory, Lowered)
+
+
 def types(factory) -> str:
     """The element types the kernel class declares (ALLOWED), shortly; "" if it checks them
     itself."""
+    if is_composition(factory):
+        return "those of its expansion"
     allowed = getattr(factory, "ALLOWED", None)
     if not allowed:
         return ""
@@ -69,20 +93,47 @@ def table() -> str:
     return "\n".join(lines) + "\n"
 
 
-def refreshed(doc: str) -> str:
-    head, rest = doc.split(START, 1)
-    _, tail = rest.split(END, 1)
-    return f"{head}{START}\n{table()}{END}{tail}"
+def contrib_table() -> str:
+    """One row per com.microsoft operator of WRITTEN_BY_ONNXRUNTIME (SimplifiedLayer-
+    Normalization: onnxruntime registers it in the default domain)."""
+    found = {}
+    for d in ALL:
+        if d.domain == "com.microsoft" or d.op_type == "SimplifiedLayerNormalization":
+            found[d.op_type] = d
+    lines = ["| operator | graphrt | exact |", "| --- | --- | --- |"]
+    have = 0
+    for op in WRITTEN_BY_ONNXRUNTIME:
+        d = found.get(op)
+        if d is None:
+            lines.append(f"| {op} | not yet | |")
+            continue
+        have += 1
+        how = (f"composition ({d.factory.__module__.rsplit('.', 1)[-1]})"
+               if is_composition(d.factory) else "kernel")
+        lines.append(f"| {op} | {how} | {status(d.factory)} |")
+    head = f"{have} of the {len(WRITTEN_BY_ONNXRUNTIME)} operators.\n\n"
+    return head + "\n".join(lines) + "\n"
+
+
+def refreshed(doc: str, start=START, end=END, make=table) -> str:
+    head, rest = doc.split(start, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{start}\n{make()}{end}{tail}"
+
+
+def refreshed_contrib(doc: str) -> str:
+    return refreshed(doc, CONTRIB_START, CONTRIB_END, contrib_table)
 
 
 def main(argv) -> int:
     if "--write" in argv:
-        with open(DOC) as f:
-            doc = f.read()
-        with open(DOC, "w") as f:
-            f.write(refreshed(doc))
+        for path, fresh in ((DOC, refreshed), (CONTRIB_DOC, refreshed_contrib)):
+            with open(path) as f:
+                doc = f.read()
+            with open(path, "w") as f:
+                f.write(fresh(doc))
         return 0
-    sys.stdout.write(table())
+    sys.stdout.write(table() + "\n" + contrib_table())
     return 0
 
 

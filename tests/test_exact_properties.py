@@ -305,3 +305,6 @@ def test_exact_mode_doc_table_is_current():
     with open(status.DOC) as f:
         doc = f.read()
     assert doc == status.refreshed(doc), "run: python examples/exact_status.py --write"
+    with open(status.CONTRIB_DOC) as f:       # and docs/contrib-ops.md's coverage table
+        doc = f.read()
+    assert doc == status.refreshed_contrib(doc), "run: python examples/exact_status.py --write"

@@ -4,6 +4,7 @@ from __future__ import annotations
 from .attention.attention import Attention, RotaryEmbedding
 from .attention.preview import CausalConvWithState, FlexAttention, LinearAttention
 from .contrib.activations import BiasGelu, FastGelu, FusedConv, MsGelu, QuickGelu
+from .contrib.attention import MaskBias, MsAttention
 from .contrib.normalization import (SimplifiedLayerNormalization, SkipLayerNormalization,
                                     SkipSimplifiedLayerNormalization)
 from .contrib.quantized import (DynamicQuantizeMatMul, MatMulIntegerToFloat, QLinearAdd,
@@ -322,6 +323,8 @@ ALL: tuple[OpDef, ...] = (
     OpDef("com.microsoft", "FastGelu", 1, None, FastGelu),
     OpDef("com.microsoft", "QuickGelu", 1, None, QuickGelu),
     OpDef("com.microsoft", "FusedConv", 1, None, FusedConv),
+    OpDef("com.microsoft", "Attention", 1, None, MsAttention),
+    OpDef("graphrt", "MaskBias", 1, None, MaskBias),      # written by Attention's expansion
     OpDef("com.microsoft", "SkipLayerNormalization", 1, None, SkipLayerNormalization),
     OpDef("com.microsoft", "SkipSimplifiedLayerNormalization", 1, None,
           SkipSimplifiedLayerNormalization),

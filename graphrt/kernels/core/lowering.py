@@ -9,9 +9,9 @@ fused, scheduled and checked in exact mode like the model's own. A composition t
 gives the bits of its standard operators; where onnxruntime computes the same maths in
 another order, the documented tolerance is that of the reordering.
 
-Inside an expansion, a node's name is the lowered node's (with ``/<op type>`` for all
-but the last), so an error names the node the model has; intermediate values are named
-``<node>::<k>``.
+Every node of an expansion has the lowered node's name, so an error names the node the
+model has (its message starts with the standard operator that refused); intermediate values
+are named ``<node>::<k>``.
 """
 from __future__ import annotations
 
@@ -74,8 +74,8 @@ class Builder:
         """Appends one node (of the default domain's ``opset`` unless told); returns its
         first output's name (a new intermediate value unless ``outputs`` names them)."""
         outs = [self.temp()] if outputs is None else list(outputs)
-        self.nodes.append(IrNode(f"{self.info.name}/{op_type}", op_type, domain, list(inputs),
-                                 outs, attrs, opset))
+        self.nodes.append(IrNode(self.info.name, op_type, domain, list(inputs), outs, attrs,
+                                 opset))
         return outs[0]
 
     def const(self, value, dtype) -> str:
@@ -86,7 +86,4 @@ class Builder:
         self.info.fail(message, ErrorKind.UNSUPPORTED)
 
     def finish(self) -> list[IrNode]:
-        """The nodes; the last one takes the lowered node's own name."""
-        if self.nodes:
-            self.nodes[-1].name = self.info.name
         return self.nodes

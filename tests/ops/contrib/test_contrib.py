@@ -199,3 +199,46 @@ def test_errors_in_an_expansion_name_the_node():
     bad = model_of("FusedConv", {"x": rand((1, 1, 3, 3)), "w": rand((1, 1, 1, 1))},
                    [("y", np.float32)], dict(activation="Swish"), 17, (), MS)
     expect_error(ErrorKind.UNSUPPORTED, graphrt.Session, bad, match="Swish")
+
+
+# ----------------------------------------------------------------------------- attention
+
+def _attention_inputs(batch=2, seq=6, hidden=16, sizes=None, seed=20):
+    q, k, v = sizes or (hidden, hidden, hidden)
+    return {"x": rand((batch, seq, hidden), seed=seed),
+            "w": rand((hidden, q + k + v), seed=seed + 1) * 0.5,
+            "bias": rand((q + k + v,), seed=seed + 2)}
+
+
+@pytest.mark.parametrize("mask", [None, "lengths", "spans", "keys", "query_keys"])
+def test_attention_masks(mask):
+    batch, seq = 2, 6
+    ins = _attention_inputs(batch, seq)
+    masks = {"lengths": np.array([4, 6], np.int32), "spans": np.array([5, 6, 1, 0], np.int32),
+             "keys": (ints((batch, seq), 0, 2, np.int32, seed=3) | np.eye(1, seq, 0, np.int32)),
+             "query_keys": ints((batch, seq, seq), 0, 2, np.int32, seed=4)}
+    ins["mask"] = None if mask is None else masks[mask]
+    against_onnxruntime("Attention", ins, ["y"], dict(num_heads=2), inits=["w", "bias"])
+
+
+def test_attention_causal_sizes_scale_and_bias():
+    ins = _attention_inputs(sizes=(16, 16, 8))
+    ins["mask"] = np.array([6, 3], np.int32)
+    ins["past"] = None
+    ins["attention_bias"] = rand((1, 2, 6, 6), seed=9)
+    attrs = dict(num_heads=2, unidirectional=1, qkv_hidden_sizes=[16, 16, 8], scale=0.3,
+                 mask_filter_value=-1000.0)
+    against_onnxruntime("Attention", ins, ["y"], attrs, inits=["w", "bias"])
+
+
+def test_attention_refusals_name_the_node():
+    ins = _attention_inputs()
+    ins["mask"] = np.zeros(3 * 2 + 2, np.int32)
+    model = model_of("Attention", ins, [("y", np.float32)], dict(num_heads=2), 17, (), MS)
+    err = expect_error(ErrorKind.UNSUPPORTED, lambda: graphrt.Session(model).run(None, ins),
+                       match="mask_index of shape")
+    assert err.node == "the_node"
+    del ins["mask"]
+    model = model_of("Attention", ins, [("y", np.float32), ("present", np.float32)],
+                     dict(num_heads=2), 17, (), MS)
+    expect_error(ErrorKind.UNSUPPORTED, graphrt.Session, model, match="key-value cache")

@@ -357,3 +357,22 @@ def test_constant_and_initializers_of_exotic_types():
     np.testing.assert_array_equal(y0, f8.astype(np.float32))
     np.testing.assert_array_equal(y1, w4.astype(np.float32))
     np.testing.assert_array_equal(y2, u2.astype(np.int32))
+
+
+def test_compiled_half_conversion_is_numpy_bit_for_bit():
+    """floats.convert (the widening and rounding of every float16 kernel): all 65536 float16
+    patterns to float32, and float32 patterns (NaN payloads, subnormals, overflow, ties)
+    back, with numpy's bits."""
+    from graphrt.kernels.core.floats import convert
+    halves = np.arange(1 << 16, dtype=np.uint16).view(np.float16)
+    wide = np.empty(halves.shape, np.float32)
+    convert(wide, halves)
+    np.testing.assert_array_equal(wide.view(np.uint32), halves.astype(np.float32).view(np.uint32))
+    rng = np.random.default_rng(0)
+    bits = rng.integers(0, 1 << 32, 200_000, dtype=np.uint64).astype(np.uint32)
+    ties = (np.arange(1 << 12, dtype=np.uint32) << 13) | 0x1000 | 0x38000000  # halfway cases
+    f = np.concatenate([bits, ties, wide.view(np.uint32)]).view(np.float32)
+    got = np.empty(f.shape, np.float16)
+    convert(got, f)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(got.view(np.uint16), f.astype(np.float16).view(np.uint16))

@@ -87,8 +87,9 @@ def _param_index(i, geo):
 def _quantize(x, scale, zp, out, geo, lo, hi, fmt, to_int, has_zp, n):
     """out = saturate(rint(x / scale) + zp) (to_int), else x / scale (+ zp) as it is."""
     p, emin, emax = fmt[0], fmt[1], fmt[2]
+    single = scale.size == 1        # per tensor: no index arithmetic per element
     for i in prange(n):
-        k = _param_index(i, geo)
+        k = 0 if single else _param_index(i, geo)
         if p == 1:
             q = np.float64(np.float32(x[i]) / np.float32(scale[k]))
         elif p == 0:
@@ -104,8 +105,9 @@ def _quantize(x, scale, zp, out, geo, lo, hi, fmt, to_int, has_zp, n):
 
 
 def _dequantize(x, scale, zp, out, geo, wide, has_zp, n):
+    single = scale.size == 1
     for i in prange(n):
-        k = _param_index(i, geo)
+        k = 0 if single else _param_index(i, geo)
         d = np.float32(x[i])
         if has_zp:
             if wide:
@@ -258,6 +260,8 @@ class QuantizeLinear(_Linear):
 
 
 class DequantizeLinear(_Linear):
+    fold_growing = True     # quantized weights are dequantized once, not in every run
+
     def infer(self, ctx: InferContext) -> None:
         dt = ctx.dtype(0)
         if dt not in QUANT_IN:

@@ -176,3 +176,21 @@ def test_in_place_needs_an_input_of_the_output_size():
             a, b = uniform(sa, seed=1), uniform(sb, seed=2)
             got = graphrt.Session(model).run(None, {"a": a, "b": b})[0]
             np.testing.assert_array_equal(got, fn(a, b))
+
+
+def test_a_static_steps_scratch_is_free_for_the_next_step():
+    """Eight float16 Tanh steps, each widening its input into float32 scratch and computing
+    into more (2 x 400 KB): the arena needs one step's scratch, not the run's sum (3.2 MB),
+    so a 1 MB arena limit holds, run after run, and the results are those of one step."""
+    size = 100_000
+    nodes = [helper.make_node("Tanh", [f"v{i}"], [f"v{i + 1}"], name=f"tanh{i}") for i in range(8)]
+    model = make(nodes, [tensor("v0", TensorProto.FLOAT16, [size])],
+                 [tensor("v8", TensorProto.FLOAT16, None)])
+    x = uniform((size,), np.float16, seed=3)
+    want = x
+    for _ in range(8):
+        want = np.tanh(want.astype(np.float32)).astype(np.float16)
+    sess = graphrt.Session(model, SessionOptions(max_arena_bytes=1 << 20))
+    for _ in range(3):
+        np.testing.assert_allclose(sess.run(None, {"v0": x})[0].astype(np.float32),
+                                   want.astype(np.float32), rtol=2e-3, atol=2e-3)

@@ -1,8 +1,11 @@
 """The per-run arena: dynamic values and kernel scratch, reset at the start of every run.
 
 A bump allocator over one 64-byte-aligned uint8 buffer. When a run needs more, another
-chunk is added; at the next reset the chunks are replaced by one of their total size, so a
-steady workload settles on one buffer and allocates nothing.
+chunk is added; at the next reset the chunks are replaced by one of the run's peak size, so
+a steady workload settles on one buffer and allocates nothing. A static step's scratch is
+dead once the step returns: the run loop rewinds the arena to where it stood before the
+step (``rewind``), so scratch is reused from step to step and the peak is that of the
+largest step plus the dynamic values alive, not the sum over the run.
 """
 from __future__ import annotations
 
@@ -23,19 +26,20 @@ def aligned_bytes(n: int) -> np.ndarray:
 
 
 class Arena:
-    __slots__ = ("chunks", "used", "total", "limit", "poison")
+    __slots__ = ("chunks", "used", "total", "peak", "limit", "poison")
 
     def __init__(self, limit: int, poison: bool = False):
         self.chunks: list[np.ndarray] = []
         self.used = 0           # bytes used in the last chunk
-        self.total = 0          # bytes handed out this run
+        self.total = 0          # bytes handed out this run and not rewound
+        self.peak = 0           # the largest total of this run
         self.limit = limit
         self.poison = poison
 
     def reset(self) -> None:
-        if len(self.chunks) > 1:
-            size = sum(c.size for c in self.chunks)
-            self.chunks = [aligned_bytes(size)]
+        if len(self.chunks) > 1 or (self.chunks and self.chunks[0].size < self.peak):
+            self.chunks = [aligned_bytes(max(self.peak, 1 << 16))]
+        self.peak = 0
         if self.poison:
             for c in self.chunks:
                 c.fill(0xFF)
@@ -62,4 +66,16 @@ class Arena:
         buf = np.ndarray(shape, dtype, self.chunks[-1], self.used)
         self.used += rounded
         self.total += rounded
+        if self.total > self.peak:
+            self.peak = self.total
         return buf
+
+    def rewind(self, chunks: int, used: int, total: int) -> None:
+        """Free what was taken since ``len(self.chunks), self.used, self.total`` were
+        (chunks, used, total): the scratch of a step that has returned."""
+        del self.chunks[max(chunks, 1):]
+        if len(self.chunks) == chunks:
+            self.used = used
+        else:       # the step's first buffer opened the arena's first chunk
+            self.used = 0
+        self.total = total

@@ -47,7 +47,7 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
         if st.dynamic:
             _run_dynamic(st, values, state.arena, plan.graph.exact, cancel, slab)
         elif not st.view:
-            run_kernel(st.node, contexts[i])
+            _run_static(st, contexts[i], state.arena)
         if timings is not None:
             timings.append((i, t0, perf_counter()))
         if poison:
@@ -84,8 +84,16 @@ def _run_scheduled(plan: ExecutionPlan, state: RunState, jit) -> None:
         if st.dynamic:
             _run_dynamic(st, values, state.arena, plan.graph.exact, None, slab)
         elif not st.view:
-            run_kernel(st.node, contexts[i])
+            _run_static(st, contexts[i], state.arena)
         i += 1
+
+
+def _run_static(st, ctx, arena) -> None:
+    """A static step; the scratch it took from the arena is free again when it returns."""
+    chunks, used, total = len(arena.chunks), arena.used, arena.total
+    run_kernel(st.node, ctx)
+    if arena.total != total:
+        arena.rewind(chunks, used, total)
 
 
 def release_dynamic(plan: ExecutionPlan, state: RunState) -> None:

@@ -122,6 +122,23 @@ def widen(ctx: RunContext, a: np.ndarray | None, dtype=None) -> np.ndarray | Non
     return w
 
 
+def wide_constants(ctx, *idx) -> dict:
+    """At infer: float32 copies (flat) of the constant narrow inputs among ``idx`` (a
+    layer's float16 weights), made once per plan so that runs read them instead of widening
+    them again (``widen_input``)."""
+    return {i: np.asarray(ctx.value(i), compute_dtype(ctx.dtype(i))).reshape(-1)
+            for i in idx if ctx.has_input(i) and ctx.dtype(i) in NARROW and
+            ctx.value(i) is not None}
+
+
+def widen_input(ctx: RunContext, i: int, wide: dict) -> np.ndarray | None:
+    """Input ``i`` in the type it is computed in: its copy in ``wide`` (wide_constants), or
+    ``widen``; None when absent."""
+    if i in wide:
+        return wide[i]
+    return widen(ctx, ctx.flat_in[i]) if i < len(ctx.flat_in) else None
+
+
 def result_buffer(ctx: RunContext, out: np.ndarray | None) -> np.ndarray | None:
     """Where a kernel writes ``out``: ``out`` itself, or float32 scratch for a narrow float."""
     if out is None or out.dtype not in NARROW:

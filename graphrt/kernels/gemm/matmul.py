@@ -11,7 +11,8 @@ import numpy as np
 
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import broadcast_shape, element_strides
-from ..core.floats import HALF, compute_dtype, narrow, result_buffer, widen
+from ..core.floats import (HALF, compute_dtype, narrow, result_buffer, wide_constants, widen,
+                           widen_input)
 from .product import Product, batch_offsets
 
 
@@ -46,19 +47,18 @@ class MatMul(OpKernel):
         wd = compute_dtype(dt)
         product = Product(wd, m, n, k, (k, 1), (n, 1), batch_offsets(a2[:-2], batch, m * k),
                           batch_offsets(b2[:-2], batch, k * n), exact=ctx.exact, fold=True)
-        ctx.prepared = (product, wd != dt)
+        ctx.prepared = (product, wd != dt, wide_constants(ctx, 0, 1))
 
     def absorb_relu(self, prepared) -> bool:
         """Relu in the tiles, not where the result is rounded to a narrow float after."""
-        product, narrowed = prepared
+        product, narrowed, _ = prepared
         return not narrowed and product.absorb_relu()
 
     def run(self, ctx: RunContext) -> None:
-        product, _ = ctx.prepared
-        a, b = ctx.flat_in
+        product, _, wide = ctx.prepared
         out = ctx.flat_out[0]
         buf = result_buffer(ctx, out)
-        product(widen(ctx, a), widen(ctx, b), buf)
+        product(widen_input(ctx, 0, wide), widen_input(ctx, 1, wide), buf)
         narrow(out, buf)
 
 
@@ -109,7 +109,7 @@ class Gemm(OpKernel):
         ctx.prepared = (Product(wd, m, n, k, (1, m) if self.trans_a else (k, 1),
                                 (1, k) if trans_b else (n, 1), exact=ctx.exact, gemm=True,
                                 alpha=self.alpha, beta=self.beta, c_strides=c_strides), bt,
-                         wd != dt)
+                         wd != dt, wide_constants(ctx, 0, 1, 2))
 
     def _k_major(self, b, dtype):
         """B' of a constant transposed B in ``dtype``, made once per kernel (shared by its
@@ -122,14 +122,13 @@ class Gemm(OpKernel):
         return cached[1]
 
     def absorb_relu(self, prepared) -> bool:
-        product, _, narrowed = prepared
+        product, _, narrowed, _ = prepared
         return not narrowed and product.absorb_relu()
 
     def run(self, ctx: RunContext) -> None:
-        product, bt, _ = ctx.prepared
-        a, b = ctx.flat_in[0], ctx.flat_in[1] if bt is None else bt
-        c = ctx.flat_in[2] if len(ctx.flat_in) > 2 else None
+        product, bt, _, wide = ctx.prepared
+        b = widen_input(ctx, 1, wide) if bt is None else bt
         out = ctx.flat_out[0]
         buf = result_buffer(ctx, out)
-        product(widen(ctx, a), widen(ctx, b), buf, widen(ctx, c))
+        product(widen_input(ctx, 0, wide), b, buf, widen_input(ctx, 2, wide))
         narrow(out, buf)

@@ -26,7 +26,7 @@ from numba import njit, prange
 from ...threads import ensure_layer
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
-from ..core.floats import compute_dtype, narrow, result_buffer, widen
+from ..core.floats import compute_dtype, narrow, result_buffer, wide_constants, widen_input
 from ..core.jit import Variants
 from ..core.pointwise import scale_shift_relu
 from ..core.runs import copy_run, zero_run
@@ -298,7 +298,7 @@ class ConvPlan:
 
     __slots__ = ("geo", "gemm", "n", "c", "m", "in_size", "out_size", "col_size", "chunk",
                  "direct", "wdt", "tiles", "relu", "depthwise", "affine", "bias", "phases",
-                 "grid")
+                 "grid", "wide")
 
 
 def _finish(exact, p, y, b, images, grid=None):
@@ -361,8 +361,8 @@ class GroupedConv(OpKernel):
     def operands(ctx: RunContext) -> tuple:
         """X, W and the optional B in the type computed in, and where Y is written
         (core/floats.py: float16 widened, the result rounded once by ``narrow``)."""
-        b = ctx.flat_in[2] if len(ctx.flat_in) > 2 else None
-        return (widen(ctx, ctx.flat_in[0]), widen(ctx, ctx.flat_in[1]), widen(ctx, b),
+        wide = getattr(ctx.prepared, "wide", None) or {}
+        return (widen_input(ctx, 0, wide), widen_input(ctx, 1, wide), widen_input(ctx, 2, wide),
                 result_buffer(ctx, ctx.flat_out[0]))
 
 
@@ -411,6 +411,7 @@ class Conv(GroupedConv):
         ax = self.window.resolve(ctx.fail, xs[2:], ws[2:])
         ctx.set_output(0, dt, (n, m, *ax.out))
         p = ConvPlan()
+        p.wide = wide_constants(ctx, 1, 2)      # float16 weights widened once per plan
         p.geo = geometry(c, xs[2:], ax)
         k = math.prod(ax.kernel)
         out_size = math.prod(ax.out)

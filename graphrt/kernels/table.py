@@ -29,7 +29,7 @@ from .elementwise.unary_math import (Abs, Acos, Acosh, Asin, Asinh, Atan, Atanh,
                                      Cosh, Erf, Exp, Floor, IsInf, IsNaN, Log, Neg, Reciprocal,
                                      Round, Sign, Sin, Sinh, Sqrt, Tan, Tanh)
 from .elementwise.variadic import Max, Mean, Min, Sum
-from .gemm.matmul import Gemm, MatMul
+from .gemm.matmul import FusedMatMul, Gemm, MatMul
 from .image.decoder import ImageDecoder
 from .linalg.det import Det
 from .linalg.einsum import Einsum
@@ -324,6 +324,7 @@ ALL: tuple[OpDef, ...] = (
     OpDef("com.microsoft", "QuickGelu", 1, None, QuickGelu),
     OpDef("com.microsoft", "FusedConv", 1, None, FusedConv),
     OpDef("com.microsoft", "Attention", 1, None, MsAttention),
+    OpDef("com.microsoft", "FusedMatMul", 1, None, FusedMatMul),
     OpDef("graphrt", "MaskBias", 1, None, MaskBias),      # written by Attention's expansion
     OpDef("com.microsoft", "SkipLayerNormalization", 1, None, SkipLayerNormalization),
     OpDef("com.microsoft", "SkipSimplifiedLayerNormalization", 1, None,

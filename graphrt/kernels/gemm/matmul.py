@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import broadcast_shape, element_strides
 from ..core.floats import (HALF, compute_dtype, narrow, result_buffer, wide_constants, widen,
@@ -24,6 +25,8 @@ class MatMul(OpKernel):
     supports_exact = True
     ALLOWED = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64,
                                              np.uint32, np.uint64)) | HALF
+    trans_a = trans_b = False       # FusedMatMul: the last two axes of A or B swapped
+    alpha = 1.0                     # FusedMatMul: the product times alpha (one rounding)
 
     def infer(self, ctx: InferContext) -> None:
         dt = ctx.same_dtype(0, 1)
@@ -33,8 +36,9 @@ class MatMul(OpKernel):
             ctx.fail(f"operands must have rank 1 or more, got shapes {list(sa)} and {list(sb)}")
         a2 = (1,) + sa if len(sa) == 1 else sa
         b2 = sb + (1,) if len(sb) == 1 else sb
-        m, k = a2[-2:]
-        k2, n = b2[-2:]
+        ta, tb = self.trans_a and len(sa) > 1, self.trans_b and len(sb) > 1
+        m, k = a2[-1:-3:-1] if ta else a2[-2:]
+        k2, n = b2[-1:-3:-1] if tb else b2[-2:]
 
         def bad(_msg=None):
             ctx.fail(f"shapes {list(sa)} and {list(sb)} cannot be multiplied")
@@ -45,21 +49,38 @@ class MatMul(OpKernel):
         shape = batch + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
         ctx.set_output(0, dt, shape)
         wd = compute_dtype(dt)
-        product = Product(wd, m, n, k, (k, 1), (n, 1), batch_offsets(a2[:-2], batch, m * k),
+        product = Product(wd, m, n, k, (1, m) if ta else (k, 1), (1, k) if tb else (n, 1),
+                          batch_offsets(a2[:-2], batch, m * k),
                           batch_offsets(b2[:-2], batch, k * n), exact=ctx.exact, fold=True)
         ctx.prepared = (product, wd != dt, wide_constants(ctx, 0, 1))
 
     def absorb_relu(self, prepared) -> bool:
         """Relu in the tiles, not where the result is rounded to a narrow float after."""
         product, narrowed, _ = prepared
-        return not narrowed and product.absorb_relu()
+        return not narrowed and self.alpha == 1.0 and product.absorb_relu()
 
     def run(self, ctx: RunContext) -> None:
         product, _, wide = ctx.prepared
         out = ctx.flat_out[0]
         buf = result_buffer(ctx, out)
         product(widen_input(ctx, 0, wide), widen_input(ctx, 1, wide), buf)
+        if self.alpha != 1.0:
+            np.multiply(buf, buf.dtype.type(self.alpha), out=buf)
         narrow(out, buf)
+
+
+class FusedMatMul(MatMul):
+    """com.microsoft FusedMatMul: Y = alpha * (A' @ B') with A' = A or A with its last two
+    axes swapped (transA), B' likewise (transB), read in place through strides; the product
+    as MatMul's, then one multiply by alpha. transBatchA/transBatchB are refused."""
+
+    def __init__(self, node):
+        super().__init__(node)
+        if int(node.attr("transBatchA", 0)) or int(node.attr("transBatchB", 0)):
+            node.fail("transBatchA and transBatchB are not supported", ErrorKind.UNSUPPORTED)
+        self.trans_a = int(node.attr("transA", 0)) != 0
+        self.trans_b = int(node.attr("transB", 0)) != 0
+        self.alpha = float(node.attr("alpha", 1.0))
 
 
 class Gemm(OpKernel):

@@ -242,3 +242,27 @@ def test_attention_refusals_name_the_node():
     model = model_of("Attention", ins, [("y", np.float32), ("present", np.float32)],
                      dict(num_heads=2), 17, (), MS)
     expect_error(ErrorKind.UNSUPPORTED, graphrt.Session, model, match="key-value cache")
+
+
+# ----------------------------------------------------------------------------- products
+
+@pytest.mark.parametrize("ta,tb", [(0, 0), (1, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("sa,sb", [((2, 3, 5, 7), (7, 4)), ((3, 5, 7), (3, 7, 4)), ((5, 7), (7,))])
+def test_fused_matmul(ta, tb, sa, sb):
+    """Y = alpha * A' @ B' (A' and B' with their last two axes swapped when asked), against
+    numpy, and against onnxruntime where both operands are matrices (onnxruntime 1.32 gives
+    other values for a transposed A times a vector)."""
+    def stored(shape, t):
+        return shape[:-2] + (shape[-1], shape[-2]) if t and len(shape) > 1 else shape
+    a, b = rand(stored(sa, ta), seed=1), rand(stored(sb, tb), seed=2)
+    attrs = dict(alpha=0.125, transA=ta, transB=tb)
+    if len(sb) > 1:
+        got = against_onnxruntime("FusedMatMul", {"a": a, "b": b}, ["y"], attrs)[0]
+    else:
+        model = model_of("FusedMatMul", {"a": a, "b": b}, [("y", np.float32)], attrs, 17, (), MS)
+        got = graphrt.Session(model).run(None, {"a": a, "b": b})[0]
+
+    def used(x, t):
+        return np.swapaxes(x, -1, -2) if t and x.ndim > 1 else x
+    np.testing.assert_allclose(got, 0.125 * np.matmul(used(a, ta), used(b, tb)), rtol=1e-5,
+                               atol=1e-6)

@@ -55,20 +55,24 @@ def compute_dtype(dtype) -> np.dtype:
 F16C = "+f16c" in llvm.get_host_cpu_features().flatten().split(",")
 
 
-@intrinsic
-def _half_to_float_bits(typingctx, bits):
-    def codegen(context, builder, sig, args):
-        f = builder.fpext(builder.bitcast(args[0], ir.HalfType()), ir.FloatType())
-        return builder.bitcast(f, ir.IntType(32))
-    return types.uint32(types.uint16), codegen
+def _bits_converter(src, dst):
+    """An intrinsic: the bits of float type ``dst`` (ir.HalfType or ir.FloatType) for the
+    bits of a value of float type ``src``, converted by LLVM (fpext or fptrunc)."""
+    width = {ir.HalfType: 16, ir.FloatType: 32}
+    ws, wd = width[src], width[dst]
+
+    @intrinsic
+    def convert(typingctx, bits):
+        def codegen(context, builder, sig, args):
+            x = builder.bitcast(args[0], src())
+            x = (builder.fpext if wd > ws else builder.fptrunc)(x, dst())
+            return builder.bitcast(x, ir.IntType(wd))
+        return getattr(types, f"uint{wd}")(getattr(types, f"uint{ws}")), codegen
+    return convert
 
 
-@intrinsic
-def _float_bits_to_half(typingctx, bits):
-    def codegen(context, builder, sig, args):
-        h = builder.fptrunc(builder.bitcast(args[0], ir.FloatType()), ir.HalfType())
-        return builder.bitcast(h, ir.IntType(16))
-    return types.uint16(types.uint32), codegen
+_half_to_float_bits = _bits_converter(ir.HalfType, ir.FloatType)
+_float_bits_to_half = _bits_converter(ir.FloatType, ir.HalfType)
 
 
 @njit(cache=True, nogil=True)

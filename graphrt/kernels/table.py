@@ -5,8 +5,8 @@ from .attention.attention import Attention, RotaryEmbedding
 from .attention.preview import CausalConvWithState, FlexAttention, LinearAttention
 from .contrib.activations import BiasGelu, FastGelu, FusedConv, MsGelu, QuickGelu
 from .contrib.attention import MaskBias, MsAttention
-from .contrib.normalization import (SimplifiedLayerNormalization, SkipLayerNormalization,
-                                    SkipSimplifiedLayerNormalization)
+from .contrib.normalization import (EmbedLayerNormalization, SimplifiedLayerNormalization,
+                                    SkipLayerNormalization, SkipSimplifiedLayerNormalization)
 from .contrib.quantized import (DynamicQuantizeMatMul, MatMulIntegerToFloat, QLinearAdd,
                                 QLinearAveragePool, QLinearConcat, QLinearGlobalAveragePool,
                                 QLinearLeakyRelu, QLinearMul, QLinearSigmoid)
@@ -327,6 +327,7 @@ ALL: tuple[OpDef, ...] = (
     OpDef("com.microsoft", "FusedMatMul", 1, None, FusedMatMul),
     OpDef("graphrt", "MaskBias", 1, None, MaskBias),      # written by Attention's expansion
     OpDef("com.microsoft", "SkipLayerNormalization", 1, None, SkipLayerNormalization),
+    OpDef("com.microsoft", "EmbedLayerNormalization", 1, None, EmbedLayerNormalization),
     OpDef("com.microsoft", "SkipSimplifiedLayerNormalization", 1, None,
           SkipSimplifiedLayerNormalization),
     # onnxruntime registers it in the default domain

@@ -12,6 +12,8 @@ The statistics outputs of the simplified forms are refused (RMSNormalization has
 """
 from __future__ import annotations
 
+import numpy as np
+
 from ..core.lowering import Builder, Lowered, trimmed
 
 
@@ -52,3 +54,37 @@ class SimplifiedLayerNormalization(Lowered):
             b.refuse(f"stash_type {self.node.attr('stash_type')} is not supported (1 is)")
         _rms(b, b.input(0), b.input(1), (b.output(1),), int(self.node.attr("axis", -1)),
              float(self.node.attr("epsilon", 1e-5)))
+
+
+class EmbedLayerNormalization(Lowered):
+    """(input_ids, segment_ids, word, position and segment embeddings, gamma, beta, mask,
+    position_ids):
+
+        e[b, s] = word[ids[b, s]] + position[p] + segment[segment_ids[b, s]]
+                  p = s, or position_ids[b, s] (position_ids of shape (1, S) broadcast)
+        output = LayerNormalization(e, gamma, beta, axis=-1), embedding_sum = e
+        mask_index[b] = the count of mask[b, :] == 1 (int32; zeros without a mask)
+    """
+
+    def expand(self, b: Builder) -> None:
+        ids, seg, word, pos, seg_table, gamma, beta, mask, pos_ids = map(b.input, range(9))
+        if not pos_ids:
+            count = b.op("Squeeze", [b.op("Shape", [ids], start=1, end=2)])
+            pos_ids = b.op("Range", [b.const(0, np.int64), count, b.const(1, np.int64)])
+        terms = [b.op("Gather", [word, ids]), b.op("Gather", [pos, pos_ids])]
+        if seg and seg_table:
+            terms.append(b.op("Gather", [seg_table, seg]))
+        total = b.output(2)
+        e = terms[0]
+        for k, t in enumerate(terms[1:], 2):
+            e = b.op("Add", [e, t], outputs=[total] if total and k == len(terms) else None)
+        b.op("LayerNormalization", [e, gamma, beta], outputs=[b.output(0)], axis=-1,
+             epsilon=float(self.node.attr("epsilon", 1e-12)))
+        if b.output(1):
+            if mask:
+                ones = b.op("Equal", [mask, b.op("CastLike", [b.const(1, np.int32), mask])])
+                b.op("ReduceSum", [b.op("Cast", [ones], to=6), b.const([1], np.int64)],
+                     outputs=[b.output(1)], keepdims=0)
+            else:
+                b.op("ConstantOfShape", [b.op("Shape", [ids], end=1)], outputs=[b.output(1)],
+                     value=np.zeros(1, np.int32))

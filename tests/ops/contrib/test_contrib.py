@@ -266,3 +266,23 @@ def test_fused_matmul(ta, tb, sa, sb):
         return np.swapaxes(x, -1, -2) if t and x.ndim > 1 else x
     np.testing.assert_allclose(got, 0.125 * np.matmul(used(a, ta), used(b, tb)), rtol=1e-5,
                                atol=1e-6)
+
+
+@pytest.mark.parametrize("segments", [False, True])
+@pytest.mark.parametrize("positions", [None, "row", "batch"])
+@pytest.mark.parametrize("mask", [False, True])
+def test_embed_layer_normalization(segments, positions, mask):
+    batch, seq, h = 2, 5, 16
+    i32 = np.int32
+    ins = {"ids": ints((batch, seq), 0, 30, i32, seed=1),
+           "seg": ints((batch, seq), 0, 2, i32, seed=2) if segments else None,
+           "word": rand((30, h), seed=3), "pos": rand((8, h), seed=4),
+           "seg_table": rand((2, h), seed=5) if segments else None,
+           "gamma": rand((h,), seed=6), "beta": rand((h,), seed=7),
+           "mask": ints((batch, seq), 0, 3, i32, seed=8) if mask else None,
+           "pos_ids": {None: None, "row": ints((1, seq), 0, 8, i32, seed=9),
+                       "batch": ints((batch, seq), 0, 8, i32, seed=10)}[positions]}
+    tables = [n for n in ("word", "pos", "seg_table", "gamma", "beta") if ins[n] is not None]
+    against_onnxruntime("EmbedLayerNormalization", ins,
+                        [("y", np.float32), ("mask_index", i32), ("sum", np.float32)],
+                        dict(epsilon=1e-5), inits=tables)

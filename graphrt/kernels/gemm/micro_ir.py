@@ -295,17 +295,26 @@ def _machine(triple, cpu, features):
 
 def _object(dtype: np.dtype, exact: bool) -> bytes:
     """The family's object code: from the cache, else compiled now and saved there."""
+    return compiled_object(f"micro-{dtype.name}-{'exact' if exact else 'fast'}",
+                           [SOURCE_TAG, dtype.name, str(exact)],
+                           lambda: module_text(dtype, exact))
+
+
+def compiled_object(name: str, key_parts: list, text) -> bytes:
+    """The object code of the LLVM module ``text()`` for numba's target, from graphrt's
+    kernel cache (``name`` and a digest of ``key_parts``, the vector width, the target and
+    llvmlite's version), else optimised and compiled now and saved there."""
     target = _target()
-    key = hashlib.sha1("\n".join([SOURCE_TAG, dtype.name, str(exact), str(VBYTES), *target,
+    key = hashlib.sha1("\n".join([*key_parts, str(VBYTES), *target,
                                   llvmlite.__version__]).encode()).hexdigest()
     folder = os.path.join(kernels_dir(), "gemm")
-    path = os.path.join(folder, f"micro-{dtype.name}-{'exact' if exact else 'fast'}-{key[:16]}.o")
+    path = os.path.join(folder, f"{name}-{key[:16]}.o")
     try:
         with open(path, "rb") as f:
             return f.read()
     except OSError:
         pass
-    mod = llb.parse_assembly(module_text(dtype, exact))
+    mod = llb.parse_assembly(text())
     mod.verify()
     tm = _machine(*target)
     pb = llb.create_pass_builder(tm, llb.create_pipeline_tuning_options(speed_level=3))
@@ -339,12 +348,17 @@ def once(store: dict, lock, key: tuple, make):
 
 
 def _load(dtype: np.dtype, exact: bool) -> np.ndarray:
+    return loaded(_object(dtype, exact), _names(dtype, exact))
+
+
+def loaded(obj: bytes, names: list[str]) -> np.ndarray:
+    """Load object code ``obj`` into this process; the addresses of its functions
+    ``names`` (int64)."""
     engine = llb.create_mcjit_compiler(llb.parse_assembly(""), _machine(*_target()))
-    engine.add_object_file(llb.ObjectFileRef.from_data(_object(dtype, exact)))
+    engine.add_object_file(llb.ObjectFileRef.from_data(obj))
     engine.finalize_object()
     _ENGINES.append(engine)
-    table = np.array([engine.get_function_address(n) for n in _names(dtype, exact)],
-                     dtype=np.int64)
+    table = np.array([engine.get_function_address(n) for n in names], dtype=np.int64)
     if not table.all():
         raise RuntimeError("graphrt: a GEMM micro-kernel did not load")
     return table

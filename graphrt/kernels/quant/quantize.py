@@ -38,8 +38,9 @@ from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN, broadcast_shape
 from ..core.floats import BF16, F16, F32, F64, FLOAT8, optional_dtype, round_to, widen
-from ..core.jit import Variants
-from ..gemm.product import Product, batch_offsets
+from ..core.jit import Variants, serial_planning
+from ..gemm import micro_int
+from ..gemm.product import PARALLEL_WORK, Product, batch_offsets
 from ..nn.window import Window
 
 EXACT = False
@@ -387,13 +388,15 @@ class _IntegerProduct(OpKernel):
     """(A - a_zp) @ (B - b_zp) in int32, numpy matmul broadcasting; the zero points sit at
     inputs ``ZP`` (a per-row, b per-column).
 
-    The operands are 8-bit, so A - a_zp and B - b_zp are integers of at most 9 bits, exact
-    in float32: the product runs as float32 products (graphrt's micro-kernel) over runs of
-    k short enough that every partial sum stays below 2**24 (``exact_run``: 258 for any
+    The operands are 8-bit, so A - a_zp and B - b_zp are integers of at most 9 bits. With
+    constant weights B (a 2-D B shared by every batch entry) on x86, the product is integer
+    code of its own (gemm/micro_int.py: int16 pairs through pmaddwd, int32 sums), B packed
+    once per kernel. Otherwise it runs as float32 products (graphrt's micro-kernel) over runs
+    of k short enough that every partial sum stays below 2**24 (``exact_run``: 258 for any
     operands, 514 for weights in [-128, 127]), each run's integer result converted and added
-    in int32. Every step is exact, so the result is the int32 product's in both modes,
-    whatever the path or thread count. A constant B (weights) is shifted and widened once
-    per kernel."""
+    in int32, a constant B shifted and widened once per kernel. Every step of both is exact,
+    so the result is the int32 product's in both modes, whatever the path or thread
+    count."""
 
     supports_exact = True
     ZP = (2, 3)
@@ -402,6 +405,7 @@ class _IntegerProduct(OpKernel):
     def __init__(self, node):
         super().__init__(node)
         self._wide_b = None     # (constant B, its zero point, (B - zp) as float32)
+        self._packed_b = None   # (constant B, its zero point, micro_int.pack_b's result)
 
     def plan(self, ctx: InferContext):
         ia, ib = self.IN
@@ -422,6 +426,12 @@ class _IntegerProduct(OpKernel):
         shape = batch + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
         _zero_point(ctx, self.ZP[0], m, "A's")
         _zero_point(ctx, self.ZP[1], n, "B's")
+        vb = ctx.value(ib)
+        vz = ctx.value(self.ZP[1]) if ctx.has_input(self.ZP[1]) else None
+        if micro_int.AVAILABLE and vb is not None and len(b2) == 2 and k <= micro_int.MAX_K \
+                and (vz is not None or not ctx.has_input(self.ZP[1])):
+            rows = math.prod(a2[:-1])
+            return shape, self._integer_plan(vb, vz, rows, k, n)
         run = exact_run(k, _shift_bound(ctx, ia, self.ZP[0]), _shift_bound(ctx, ib, self.ZP[1]))
         offa = np.asarray(batch_offsets(a2[:-2], batch, m * k), np.int64)
         offb = np.asarray(batch_offsets(b2[:-2], batch, k * n), np.int64)
@@ -431,6 +441,26 @@ class _IntegerProduct(OpKernel):
         b_const = ctx.value(ib) is not None and (not ctx.has_input(self.ZP[1]) or
                                                  ctx.value(self.ZP[1]) is not None)
         return shape, (m, n, k, runs, b_const)
+
+    def _integer_plan(self, b, zb, rows, k, n):
+        cached = self._packed_b
+        if cached is None or cached[0] is not b or cached[1] is not zb:
+            cached = self._packed_b = (b, zb, micro_int.pack_b(b, zb, k, n))
+        packed, np_ = cached[2]
+        mp, kp = -(-rows // micro_int.MR) * micro_int.MR, k + (k & 1)
+        parallel = not serial_planning() and rows * n * k >= PARALLEL_WORK
+        fn = micro_int.product_parallel if parallel else micro_int.product_serial
+        return ("int16", n, micro_int.address(), fn, packed, rows, k, mp, kp, np_)
+
+    def _integer_product(self, ctx: RunContext, geo, out):
+        _, n, addr, fn, packed, rows, k, mp, kp, np_ = geo
+        za = ctx.flat_in[self.ZP[0]] if len(ctx.flat_in) > self.ZP[0] else None
+        a = ctx.flat_in[self.IN[0]]
+        ap = scratch(ctx, np.int16, (mp * kp,))
+        micro_int.pack_a(a, np.zeros(1, a.dtype) if za is None else za, rows, k, mp, kp, ap)
+        c = scratch(ctx, I32, (mp * np_,))
+        fn(addr, ap, packed, c, mp, kp, np_, np_ // micro_int.NR)
+        micro_int.unpack(c, np_, rows, n, out)
 
     def _b(self, ctx: RunContext, b, zb, n):
         cached = self._wide_b
@@ -443,6 +473,10 @@ class _IntegerProduct(OpKernel):
         return wide
 
     def product(self, ctx: RunContext, geo, out):
+        """out = the product; ``geo`` from plan (geo[1] is N on both paths)."""
+        if geo[0] == "int16":
+            self._integer_product(ctx, geo, out)
+            return
         m, n, k, runs, b_const = geo
         ia, ib = self.IN
         za, zb = (ctx.flat_in[z] if len(ctx.flat_in) > z else None for z in self.ZP)

@@ -10,7 +10,12 @@ from onnx import TensorProto, helper
 import graphrt
 from graphrt import ErrorKind
 
-from ...helpers import EXACT, check, fails, feeds, ints, one_node, rand, run
+from graphrt.kernels.core.base import RunContext
+from graphrt.kernels.gemm import micro_int
+from graphrt.kernels.quant.quantize import MatMulInteger
+
+from ...helpers import (EXACT, check, fails, feeds, ints, kernel_infer, numba_threads, one_node,
+                        rand, run)
 
 
 # ----------------------------------------------------------------------------- quantization
@@ -129,17 +134,24 @@ def test_dynamic_quantize_linear(x):
     ((2, 4, 3), (3, 5), (4,), (5,)),
     ((3,), (2, 3, 4), (1,), (4,)),
     ((2, 1, 2, 3), (3, 3, 2), None, ()),
+    ((3, 13, 37), (37, 41), (13,), (41,)),      # odd K, edges of every tile
+    ((13,), (13, 70), None, None),
 ])
-def test_matmul_integer(sa, sb, za, zb):
+@pytest.mark.parametrize("consts", [(), (1, 3)])
+def test_matmul_integer(sa, sb, za, zb, consts):
+    """Constant weights take the integer tile kernel (gemm/micro_int.py) on x86, B known at
+    run time the float32 runs; both give the int64 reference."""
     a, b = ints(sa, 0, 256, np.uint8), ints(sb, -128, 128, np.int8, 1)
     inputs = [a, b, None if za is None else ints(za, 0, 20, np.uint8, 2),
-              ints(zb, -5, 5, np.int8, 3)]
-    got = run("MatMulInteger", inputs, opset=10, outs=[np.int32])[0]
+              None if zb is None else ints(zb, -5, 5, np.int8, 3)]
+    consts = tuple(i for i in consts if inputs[i] is not None)
+    got = run("MatMulInteger", inputs, opset=10, outs=[np.int32], consts=consts, trim=True)[0]
     az = np.zeros(1) if za is None else inputs[2]
     if a.ndim > 1 and az.size > 1:
         az = az.reshape(-1, 1)                  # one zero point per row of A
     a32 = a.astype(np.int32) - az.astype(np.int32)
-    want = np.matmul(a32, b.astype(np.int32) - inputs[3].astype(np.int32))
+    bz = np.zeros(1, np.int8) if zb is None else inputs[3]
+    want = np.matmul(a32, b.astype(np.int32) - bz.astype(np.int32))
     assert got.dtype == np.int32
     np.testing.assert_array_equal(got, want)
 
@@ -227,3 +239,24 @@ def test_integer_product_errors():
     fails(ErrorKind.INVALID_MODEL, "ConvInteger",
           [ints((1, 2, 4, 4), 0, 9, np.uint8), ints((2, 3, 2, 2), 0, 9, np.uint8)], opset=10,
           outs=[np.int32])
+
+
+def test_constant_weights_take_the_integer_kernel():
+    """The path test_matmul_integer's constant cases run (x86: micro_int.AVAILABLE), bit for
+    bit the float32 runs' result, at 1 and 2 threads."""
+    if not micro_int.AVAILABLE:
+        pytest.skip("the integer tile kernel is x86 code")
+    a, b = ints((70, 300), 0, 256, np.uint8, 5), ints((300, 130), -128, 128, np.int8, 6)
+    za, zb = np.array(128, np.uint8), ints((130,), -3, 3, np.int8, 7)
+    outs = []
+    for unknown in ((), (1,)):
+        kernel, ctx = kernel_infer(MatMulInteger, [a, b, za, zb], opset=10, unknown=unknown)
+        assert (ctx.prepared[0] == "int16") == (not unknown)
+        for threads in (1, 2):
+            with numba_threads(threads):
+                out = np.empty((70, 130), np.int32)
+                kernel.run(RunContext(kernel.node, [a, b, za, zb], [out], ctx.prepared, False))
+                outs.append(out)
+    want = (a.astype(np.int64) - 128) @ (b.astype(np.int64) - zb)
+    for out in outs:
+        np.testing.assert_array_equal(out, want)

@@ -1,0 +1,195 @@
+"""The integer product of MatMulInteger-like operators on x86: 16-bit operands, pairs of
+products added by the CPU's multiply-add instruction (pmaddwd), sums in int32.
+
+    C[i, j] = sum over k of A[i, k] * B[k, j]      A, B int16 (8-bit values minus their zero
+                                                    points: |A|, |B| <= 255), C int32
+
+Every product and sum is an exact integer (|C| <= 255 * 255 * K < 2**31 for K below 33,025),
+so the order does not matter and the result is the int32 product's, in both modes and at
+any thread count.
+
+Layouts, padded with zeros so that every tile is full (``pack_a``, ``pack_b``):
+- A: rows of Kp = K rounded up to even int16, Mp = M rounded up to MR rows;
+- B: for each pair of rows (2p, 2p + 1) of B, Np = N rounded up to NR columns, each column's
+  two values side by side (b[2p, j], b[2p + 1, j]): one vector load gives a pair of rows
+  for LANES columns.
+A tile is MR rows by NR = 2 * LANES columns of int32 accumulators (AVX2: 6 x 16 in twelve
+registers; AVX-512: 12 x 32): for each pair p, A's two values of row r, broadcast as one
+32-bit word, times a vector of B's pairs, through pmaddwd, added to the row's accumulators.
+The tile kernel is LLVM IR of this module's own, compiled once and kept in graphrt's kernel
+cache like the float micro-kernels (micro_ir.py), and called through its address.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+
+import llvmlite.binding as llb
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
+
+from .micro_ir import VBYTES, compiled_object, loaded, once
+
+I16, I32, I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
+LANES = VBYTES // 4             # int32 accumulators per vector
+NR = 2 * LANES                  # columns per tile
+MR = 12 if VBYTES == 64 else 6  # rows per tile
+MAX_K = 33_024                  # 255 * 255 * K stays below 2**31
+NAME = "graphrt_int16_tile"
+_PMADD = {16: "llvm.x86.sse2.pmadd.wd", 32: "llvm.x86.avx2.pmadd.wd",
+          64: "llvm.x86.avx512.pmaddw.d.512"}
+AVAILABLE = llb.get_process_triple().startswith("x86_64") and VBYTES in _PMADD
+
+with open(__file__, "rb") as _f:
+    SOURCE_TAG = hashlib.sha1(_f.read()).hexdigest()
+
+
+def _signature() -> ir.FunctionType:
+    #                            a             lda  b             ldb  c             ldc  pairs
+    return ir.FunctionType(ir.VoidType(), [I16.as_pointer(), I64, I16.as_pointer(), I64,
+                                           I32.as_pointer(), I64, I64])
+
+
+def module_text() -> str:
+    """One MR x NR tile: c[r*ldc + j] = sum over p < pairs of a[r*lda + 2p] * b[p*ldb + 2j]
+    + a[r*lda + 2p + 1] * b[p*ldb + 2j + 1]."""
+    mod = ir.Module(name=NAME)
+    mod.triple = llb.get_process_triple()
+    fn = ir.Function(mod, _signature(), NAME)
+    a, lda, b, ldb, c, ldc, pairs = fn.args
+    vi16 = ir.VectorType(I16, 2 * LANES)
+    vi32 = ir.VectorType(I32, LANES)
+    pmadd = ir.Function(mod, ir.FunctionType(vi32, [vi16, vi16]), _PMADD[VBYTES])
+    builder = ir.IRBuilder(fn.append_basic_block("entry"))
+    zero = ir.Constant(vi32, [0] * LANES)
+    entry = builder.block
+    loop = builder.append_basic_block("loop")
+    done = builder.append_basic_block("done")
+    builder.cbranch(builder.icmp_signed(">", pairs, ir.Constant(I64, 0)), loop, done)
+
+    builder.position_at_end(loop)
+    p = builder.phi(I64)
+    p.add_incoming(ir.Constant(I64, 0), entry)
+    accs = []
+    for _ in range(MR * 2):
+        acc = builder.phi(vi32)
+        acc.add_incoming(zero, entry)
+        accs.append(acc)
+    brow = builder.gep(b, [builder.mul(p, ldb)])
+    bv = [builder.load(builder.bitcast(builder.gep(brow, [ir.Constant(I64, h * 2 * LANES)]),
+                                       vi16.as_pointer()), align=2) for h in range(2)]
+    undef = ir.Constant(vi32, ir.Undefined)
+    splat = ir.Constant(ir.VectorType(I32, LANES), [0] * LANES)
+    two_p = builder.add(p, p)
+    new = []
+    for r in range(MR):
+        at = builder.gep(a, [builder.add(builder.mul(lda, ir.Constant(I64, r)), two_p)])
+        word = builder.load(builder.bitcast(at, I32.as_pointer()), align=2)
+        pair = builder.shuffle_vector(builder.insert_element(undef, word, ir.Constant(I32, 0)),
+                                      undef, splat)
+        pair = builder.bitcast(pair, vi16)
+        for h in range(2):
+            new.append(builder.add(accs[2 * r + h], builder.call(pmadd, [pair, bv[h]])))
+    p_next = builder.add(p, ir.Constant(I64, 1))
+    p.add_incoming(p_next, builder.block)
+    for acc, v in zip(accs, new):
+        acc.add_incoming(v, builder.block)
+    builder.cbranch(builder.icmp_signed("<", p_next, pairs), loop, done)
+
+    builder.position_at_end(done)
+    outs = []
+    for i in range(MR * 2):
+        out = builder.phi(vi32)
+        out.add_incoming(zero, entry)
+        out.add_incoming(new[i], loop)
+        outs.append(out)
+    for r in range(MR):
+        row = builder.gep(c, [builder.mul(ldc, ir.Constant(I64, r))])
+        for h in range(2):
+            ptr = builder.bitcast(builder.gep(row, [ir.Constant(I64, h * LANES)]),
+                                  vi32.as_pointer())
+            builder.store(outs[2 * r + h], ptr, align=4)
+    builder.ret_void()
+    return str(mod)
+
+
+_TABLE: dict = {}
+_LOCK = threading.Lock()
+
+
+def _load():
+    return loaded(compiled_object("int16-tile", [SOURCE_TAG], module_text), [NAME])
+
+
+def address() -> int:
+    """The tile kernel's address, loaded once per process."""
+    return int(once(_TABLE, _LOCK, (), _load)[0])
+
+
+@intrinsic
+def _tile(typingctx, addr, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, pairs):
+    sig = types.void(addr, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, pairs)
+
+    def codegen(context, builder, sig, args):
+        def integer(i):
+            return context.cast(builder, args[i], sig.args[i], types.int64)
+
+        def at(i, off):
+            data = context.make_array(sig.args[i])(context, builder, args[i]).data
+            return builder.gep(data, [integer(off)])
+
+        fn = builder.inttoptr(integer(0), _signature().as_pointer())
+        builder.call(fn, [at(1, 2), integer(3), at(4, 5), integer(6), at(7, 8), integer(9),
+                          integer(10)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True)
+def pack_a(x, zp, m, k, mp, kp, out):
+    """out (mp x kp int16) = x (m x k, 8-bit) minus row i's zero point (zp[0] for one value,
+    else zp[i % zp.size]: per row of each batch entry); zeros pad."""
+    nz = zp.size
+    for i in range(mp):
+        base = i * kp
+        if i < m:
+            z = np.int16(zp[0] if nz == 1 else zp[i % nz])
+            for q in range(k):
+                out[base + q] = np.int16(x[i * k + q]) - z
+            for q in range(k, kp):
+                out[base + q] = 0
+        else:
+            for q in range(kp):
+                out[base + q] = 0
+
+
+def pack_b(b: np.ndarray, zp: np.ndarray | None, k: int, n: int) -> tuple[np.ndarray, int]:
+    """B (k x n, 8-bit) minus its per-column or single zero point, laid out as pairs of rows
+    (see the module docstring); returns (the int16 array, its padded column count Np)."""
+    kp, np_ = k + (k & 1), -(-n // NR) * NR
+    wide = np.zeros((kp, np_), np.int16)
+    z = np.zeros(1, np.int16) if zp is None else np.asarray(zp, np.int16).reshape(-1)
+    wide[:k, :n] = b.reshape(k, n).astype(np.int16) - z
+    return np.ascontiguousarray(wide.reshape(kp // 2, 2, np_).transpose(0, 2, 1)).reshape(-1), np_
+
+
+def _product(addr, a, b, c, mp, kp, np_, tiles_n):
+    tiles = (mp // MR) * tiles_n
+    for t in prange(tiles):
+        i0, j0 = (t // tiles_n) * MR, (t % tiles_n) * NR
+        _tile(addr, a, i0 * kp, kp, b, 2 * j0, 2 * np_, c, i0 * np_ + j0, np_, kp // 2)
+
+
+product_parallel = njit(cache=True, nogil=True, parallel=True)(_product)
+product_serial = njit(cache=True, nogil=True)(_product)
+
+
+@njit(cache=True, nogil=True)
+def unpack(c, np_, m, n, out):
+    """out (m x n) = the first m rows and n columns of c (rows of np_)."""
+    for i in range(m):
+        for j in range(n):
+            out[i * n + j] = c[i * np_ + j]

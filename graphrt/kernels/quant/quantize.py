@@ -294,20 +294,47 @@ class DequantizeLinear(_Linear):
             np.copyto(out, dst, casting="unsafe")
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _order_key(bits):
+    """An int32 that orders float32 bit patterns as their values order (-0 below +0)."""
+    return bits ^ ((bits >> 31) & 0x7FFFFFFF)
+
+
 @njit(cache=True, nogil=True, fastmath=False)
-def _dynamic_params(x):
-    """(scale, zero point) of DynamicQuantizeLinear as float32, NaN propagating."""
-    hi = np.float32(0)
-    lo = np.float32(0)
-    for v in x:
-        if v > hi or v != v:
-            hi = v
-        if v < lo or v != v:
-            lo = v
-    span = np.float32(1) if hi == lo else np.float32(hi - lo)
+def _dynamic_params(x, bits):
+    """(scale, zero point) of DynamicQuantizeLinear as float32, NaN propagating; ``bits``:
+    x viewed as int32. The range is taken over integer keys of the bits (_order_key), which
+    LLVM vectorises (float min and max it may not reorder); -0 and +0 give the same scale
+    and zero point."""
+    hi = np.int32(0)
+    lo = np.int32(0)
+    nan = False
+    for i in range(bits.size):
+        b = bits[i]
+        key = _order_key(b)
+        hi = max(hi, key)
+        lo = min(lo, key)
+        nan |= (b & 0x7FFFFFFF) > 0x7F800000
+    if nan:
+        return np.float32(np.nan), np.float32(0)
+    top = np.empty(2, np.int32)
+    top[0], top[1] = _order_key(hi), _order_key(lo)
+    vals = top.view(np.float32)
+    hi_v, lo_v = vals[0], vals[1]
+    span = np.float32(1) if hi_v == lo_v else np.float32(hi_v - lo_v)
     scale = np.float32(span / np.float32(255))
-    zp = np.float32(np.float32(0) - np.float32(lo / scale))
+    zp = np.float32(np.float32(0) - np.float32(lo_v / scale))
     return scale, np.rint(_saturate(zp, np.float32(0), np.float32(255)))
+
+
+@njit(cache=True, nogil=True, fastmath=False)
+def _quantize_u8(x, scale, zp, out):
+    """out = saturate(rint(x / scale) + zp) to uint8, in float32: |x / scale| <= 255 here,
+    so the sum is exact and the result that of the general kernel's float64 steps; NaN
+    gives 0."""
+    for i in range(x.size):
+        q = np.rint(x[i] / scale) + zp
+        out[i] = np.uint8(0) if not q >= 0 else np.uint8(255) if q > 255 else np.uint8(q)
 
 
 class DynamicQuantizeLinear(OpKernel):
@@ -321,18 +348,14 @@ class DynamicQuantizeLinear(OpKernel):
         ctx.set_output(0, np.uint8, shape)
         ctx.set_output(1, F32, ())
         ctx.set_output(2, np.uint8, ())
-        n = math.prod(shape)
-        geo = np.array([1, 1, 1, 0, 0, 0], dtype=np.int64)
-        ctx.prepared = (geo, n, _QUANTIZE.get(ctx.exact, _par(n)))
 
     def run(self, ctx: RunContext) -> None:
-        geo, n, fn = ctx.prepared
         x = ctx.flat_in[0]
-        scale, zp = _dynamic_params(x)
+        scale, zp = _dynamic_params(x, x.view(np.int32))
         s, z = ctx.flat_out[1], ctx.flat_out[2]
-        s[0] = np.nan if scale != scale else scale
+        s[0] = scale
         z[0] = zp
-        fn(x, s, z, ctx.flat_out[0], geo, 0, 255, _F32_DIVISION, True, True, n)
+        _quantize_u8(x, s[0], np.float32(zp), ctx.flat_out[0])     # float32 scalars
 
 
 # ----------------------------------------------------------------------------- products

@@ -122,6 +122,9 @@ def test_quantize_errors():
     np.array([1, 2.1, 3, 255, 1000], np.float32),
     np.array([-1, -2.1, -1.3, -2.5, -3.34, -4.0], np.float32),
     np.zeros(4, np.float32),
+    np.array([-0.0, 0.0, -0.0], np.float32),
+    np.array([-0.0, 7.5, 3.25], np.float32),
+    (np.random.default_rng(3).standard_normal(70_001) * 4).astype(np.float32),
 ])
 def test_dynamic_quantize_linear(x):
     check("DynamicQuantizeLinear", [x], opset=11, n_out=3)

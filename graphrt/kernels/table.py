@@ -7,9 +7,10 @@ from .contrib.activations import BiasGelu, FastGelu, FusedConv, MsGelu, QuickGel
 from .contrib.attention import MaskBias, MsAttention
 from .contrib.normalization import (EmbedLayerNormalization, SimplifiedLayerNormalization,
                                     SkipLayerNormalization, SkipSimplifiedLayerNormalization)
-from .contrib.quantized import (DynamicQuantizeMatMul, MatMulIntegerToFloat, QLinearAdd,
-                                QLinearAveragePool, QLinearConcat, QLinearGlobalAveragePool,
-                                QLinearLeakyRelu, QLinearMul, QLinearSigmoid)
+from .contrib.quantized import (DynamicQuantizeMatMul, MatMulIntegerToFloat, QGemm,
+                                QLinearAdd, QLinearAveragePool, QLinearConcat,
+                                QLinearGlobalAveragePool, QLinearLeakyRelu, QLinearMul,
+                                QLinearSigmoid)
 from .control.sequence import (ConcatFromSequence, Optional, OptionalGetElement,
                                OptionalHasElement, SequenceAt, SequenceConstruct, SequenceEmpty,
                                SequenceErase, SequenceInsert, SequenceLength, SplitToSequence)
@@ -334,6 +335,7 @@ ALL: tuple[OpDef, ...] = (
     OpDef("", "SimplifiedLayerNormalization", 1, None, SimplifiedLayerNormalization),
     OpDef("com.microsoft", "MatMulIntegerToFloat", 1, None, MatMulIntegerToFloat),
     OpDef("com.microsoft", "DynamicQuantizeMatMul", 1, None, DynamicQuantizeMatMul),
+    OpDef("com.microsoft", "QGemm", 1, None, QGemm),
     OpDef("com.microsoft", "QLinearAdd", 1, None, QLinearAdd),
     OpDef("com.microsoft", "QLinearMul", 1, None, QLinearMul),
     OpDef("com.microsoft", "QLinearSigmoid", 1, None, QLinearSigmoid),

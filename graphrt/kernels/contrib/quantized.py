@@ -129,3 +129,34 @@ class QLinearConcat(Lowered):
         parts = [dequantized(b, i) for i in range(2, len(b.inputs), 3)]
         v = b.op("Concat", parts, axis=int(axis))
         quantized(b, v, 0, b.input(2))
+
+
+class QGemm(Lowered):
+    """(A, a_scale, a_zp, B, b_scale, b_zp[, C[, y_scale[, y_zp]]]), alpha, transA, transB:
+
+        acc = (A' - a_zp) @ (B' - b_zp) + C       int32 (C: int32, the accumulator's scale)
+        Y   = float(acc) * (a_scale * b_scale * alpha), quantized by y_scale and y_zp when
+              y_scale is given (onnxruntime requantizes acc with one multiplier: the two may
+              be one step apart where a value falls next to a rounding boundary; the tests
+              found none)
+    """
+
+    def expand(self, b: Builder) -> None:
+        a, bm = b.input(0), b.input(3)
+        if int(self.node.attr("transA", 0)):
+            a = b.op("Transpose", [a], perm=[1, 0])
+        if int(self.node.attr("transB", 0)):
+            bm = b.op("Transpose", [bm], perm=[1, 0])
+        acc = b.op("MatMulInteger", [a, bm] + trimmed([b.input(2), b.input(5)]))
+        if b.input(6):
+            acc = b.op("Add", [acc, b.input(6)])
+        scale = b.op("Mul", [b.input(1), b.input(4)])
+        alpha = float(self.node.attr("alpha", 1.0))
+        if alpha != 1.0:
+            scale = b.op("Mul", [scale, b.op("CastLike", [b.const(alpha, "float32"), scale])])
+        wide = b.op("CastLike", [acc, b.input(1)])
+        if b.input(7):
+            y = b.op("Mul", [wide, scale])
+            quantized(b, y, 7, b.input(0))
+        else:
+            b.op("Mul", [wide, scale], outputs=[b.output(0)])

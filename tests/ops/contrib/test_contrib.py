@@ -286,3 +286,25 @@ def test_embed_layer_normalization(segments, positions, mask):
     against_onnxruntime("EmbedLayerNormalization", ins,
                         [("y", np.float32), ("mask_index", i32), ("sum", np.float32)],
                         dict(epsilon=1e-5), inits=tables)
+
+
+@pytest.mark.parametrize("ta,tb", [(0, 0), (0, 1), (1, 1)])
+@pytest.mark.parametrize("bias,quantize", [(False, False), (True, False), (True, True)])
+@pytest.mark.parametrize("per_column", [False, True])
+def test_qgemm(ta, tb, bias, quantize, per_column):
+    """QGemm's float and quantized outputs against onnxruntime (A < 128: no saturation in
+    onnxruntime's uint8 x int8 kernel)."""
+    m, k, n = 5, 24, 9
+    s = np.float32
+    a = ints((k, m) if ta else (m, k), 0, 128, np.uint8, seed=1)
+    b = ints((n, k) if tb else (k, n), -128, 128, np.int8, seed=2)
+    shape = (n,) if per_column else ()
+    ins = {"a": a, "sa": np.array(0.02, s), "za": np.array(37, np.uint8), "b": b,
+           "sb": np.asarray(rand(shape, seed=3) * 0.01 + 0.02, s),
+           "zb": np.zeros(shape, np.int8),
+           "c": ints((n,), -500, 500, np.int32, seed=4) if bias else None,
+           "sy": np.array(0.05, s) if quantize else None,
+           "zy": np.array(120, np.uint8) if quantize else None}
+    out = [("y", np.uint8 if quantize else np.float32)]
+    against_onnxruntime("QGemm", ins, out, dict(alpha=0.75, transA=ta, transB=tb),
+                        inits=["b", "sb", "zb"] + (["c"] if bias else []))

@@ -19,8 +19,9 @@ DynamicQuantizeLinear: scale = (max(0, max x) - min(0, min x)) / 255 (1/255 when
 0), zero_point = rint(clamp(-min / scale, 0, 255)), y as QuantizeLinear to uint8.
 
 MatMulInteger, ConvInteger: (a - a_zero_point) (*) (b - b_zero_point) in int32 (per-row /
-per-column, per-output-channel zero points); the product as exact float32 runs of k through
-gemm/product.py (``_IntegerProduct``), the convolution a direct int32 loop (``_conv``). QLinearMatMul, QLinearConv requantize that int32 result:
+per-column, per-output-channel zero points); the product on gemm/micro_int.py's integer
+tiles or as exact float32 runs of k (``_IntegerProduct``), the convolution as conv.py's float
+convolution of the shifted operands, exact by their bounds (``ConvInteger``). QLinearMatMul, QLinearConv requantize that int32 result:
 y = saturate(rint(float64(acc) * m + y_zero_point)) with m = a_scale * b_scale / y_scale
 computed in the scales' type (numpy), per tensor or per output column/channel.
 
@@ -35,13 +36,13 @@ from numba import njit, prange
 
 from ... import dtypes as _dt
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.base import InferContext, NodeInfo, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN, broadcast_shape
 from ..core.floats import BF16, F16, F32, F64, FLOAT8, optional_dtype, round_to, widen
 from ..core.jit import Variants, serial_planning
 from ..gemm import micro_int
 from ..gemm.product import PARALLEL_WORK, Product, batch_offsets
-from ..nn.window import Window
+from ..nn.conv import Conv
 
 EXACT = False
 
@@ -583,74 +584,26 @@ class QLinearMatMul(_IntegerProduct, _Requantized):
 
 # ----------------------------------------------------------------------------- convolution
 
-def _conv(x, w, bias, out, geo, tasks):
-    """Direct integer convolution. geo: [r, batch, c_in, m_out, groups, spatial out size,
-    kernel size, in dims(r), out dims(r), kernel dims(r), strides(r), dilations(r),
-    pad begins(r)]; one task per (n, m) output plane."""
-    r = geo[0]
-    c_in = geo[2]
-    m_out = geo[3]
-    groups = geo[4]
-    osize = geo[5]
-    ksize = geo[6]
-    ind = geo[7:7 + r]
-    outd = geo[7 + r:7 + 2 * r]
-    kd = geo[7 + 2 * r:7 + 3 * r]
-    st = geo[7 + 3 * r:7 + 4 * r]
-    dl = geo[7 + 4 * r:7 + 5 * r]
-    pb = geo[7 + 5 * r:7 + 6 * r]
-    cg = c_in // groups
-    mg = m_out // groups
-    isize = 1
-    for d in range(r):
-        isize *= ind[d]
-    for t in prange(tasks):
-        n = t // m_out
-        m = t - n * m_out
-        g = m // mg
-        for o in range(osize):
-            acc = bias[m] if bias.size > 0 else np.int32(0)
-            for c in range(cg):
-                xb = (n * c_in + g * cg + c) * isize
-                wb = (m * cg + c) * ksize
-                for kk in range(ksize):
-                    xi = 0
-                    ok = True
-                    rem_k = kk
-                    rem_o = o
-                    step = 1
-                    for d in range(r - 1, -1, -1):
-                        kq = rem_k // kd[d]
-                        kidx = rem_k - kq * kd[d]
-                        rem_k = kq
-                        oq = rem_o // outd[d]
-                        oidx = rem_o - oq * outd[d]
-                        rem_o = oq
-                        pos = oidx * st[d] - pb[d] + kidx * dl[d]
-                        if pos < 0 or pos >= ind[d]:
-                            ok = False
-                            break
-                        xi += pos * step
-                        step *= ind[d]
-                    if ok:
-                        acc += x[xb + xi] * w[wb + kk]
-            out[t * osize + o] = acc
-
-
-_CONV = Variants(_conv, "conv_integer", parallel=True)
-
-
 class ConvInteger(OpKernel):
     """(x - x_zp) convolved with (w - w_zp) in int32 (zero padding of the shifted x); the
-    window attributes are conv.py's (Window)."""
+    window attributes are conv.py's.
+
+    The shifted operands are integers of at most 9 bits, so the convolution runs as conv.py's
+    float convolution of them: in float32 where every partial sum is bounded below 2**24
+    (the bound from the zero points and, for constant weights, their values), else in
+    float64 (exact for any size). Either way every sum is an exact integer: the int32
+    result, in both modes and at any thread count. Constant weights are shifted and widened
+    once per plan."""
 
     supports_exact = True
     X, W, XZP, WZP, BIAS = 0, 1, 2, 3, None
+    WINDOW = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
 
     def __init__(self, node):
         super().__init__(node)
         self.group = int(node.attr("group", 1))
-        self.window = Window(node, need_kernel=False)
+        attrs = {k: v for k, v in node.attrs.items() if k in self.WINDOW}
+        self.conv = Conv(NodeInfo(node.name, "Conv", "", 11, attrs, 3, 1))
 
     def conv_plan(self, ctx: InferContext):
         for i in (self.X, self.W):
@@ -658,38 +611,48 @@ class ConvInteger(OpKernel):
                 ctx.fail(f"input {i} of element type {ctx.dtype(i)} is not supported "
                          "(uint8 and int8 are)", ErrorKind.UNSUPPORTED)
         xs, ws = tuple(ctx.shape(self.X)), tuple(ctx.shape(self.W))
-        r = len(xs) - 2
-        if r < 1 or len(ws) != len(xs):
+        if len(xs) < 3 or len(ws) != len(xs):
             ctx.fail(f"x {list(xs)} and w {list(ws)} must have the same rank, 3 or more")
-        batch, c_in, m_out = xs[0], xs[1], ws[0]
-        g = self.group
-        if g <= 0 or c_in % g or m_out % g or ws[1] != c_in // g:
-            ctx.fail(f"x {list(xs)} and w {list(ws)} do not match with group {g}")
-        ax = self.window.resolve(ctx.fail, list(xs[2:]), ws[2:])
-        ind, outd, kd = list(xs[2:]), list(ax.out), list(ax.kernel)
+        m_out = ws[0]
         _zero_point(ctx, self.XZP, 1, "x's")
         _zero_point(ctx, self.WZP, m_out, "w's")
-        if self.BIAS is not None and ctx.has_input(self.BIAS):
+        has_b = self.BIAS is not None and ctx.has_input(self.BIAS)
+        bound = math.prod(ws[1:]) * _shift_bound(ctx, self.X, self.XZP) * \
+            _shift_bound(ctx, self.W, self.WZP)
+        bias = None
+        if has_b:
             if ctx.dtype(self.BIAS) != I32 or tuple(ctx.shape(self.BIAS)) != (m_out,):
                 ctx.fail(f"B must be int32 of shape [{m_out}]")
-        geo = np.array([r, batch, c_in, m_out, g, math.prod(outd), math.prod(kd)] + ind + outd
-                       + kd + list(ax.strides) + list(ax.dilations) + list(ax.begin),
-                       dtype=np.int64)
-        tasks = batch * m_out
-        work = tasks * geo[5] * geo[6] * (c_in // g)
-        fn = _CONV.get(ctx.exact, work >= PARALLEL_MIN and tasks > 1)
-        return (batch, m_out, *outd), (geo, tasks, fn, math.prod(ws[1:]))
+            bias = ctx.value(self.BIAS)
+            bound += (1 << 31) if bias is None else int(np.abs(bias.astype(np.int64)).max())
+        wd = F32 if bound < (1 << 24) else F64
+        w = ctx.value(self.W)
+        wzp = ctx.value(self.WZP) if ctx.has_input(self.WZP) else np.zeros(1, I32)
+        wide_w = None if w is None or wzp is None else \
+            (w.astype(wd) - np.asarray(wzp, wd).reshape((-1,) + (1,) * (len(ws) - 1)))
+        wide_b = None if bias is None else bias.astype(wd)
+        fc = InferContext(self.conv.node, ctx.exact, [wd, wd, wd if has_b else None],
+                          [xs, ws, (m_out,) if has_b else None], [None, wide_w, wide_b], 1)
+        self.conv.infer(fc)
+        shape = fc.out_shapes[0]
+        return shape, (wd, xs, ws, fc.prepared, wide_w, wide_b, has_b)
 
-    def convolve(self, ctx: RunContext, plan, out):
-        geo, tasks, fn, per_m = plan
+    def convolve(self, ctx: RunContext, plan):
+        """The exact integer sums as float32 or float64 (scratch)."""
+        wd, xs, ws, prepared, wide_w, wide_b, has_b = plan
         flat = ctx.flat_in
         xzp = flat[self.XZP] if len(flat) > self.XZP else None
         wzp = flat[self.WZP] if len(flat) > self.WZP else None
-        x = _shifted(ctx, flat[self.X], xzp, 1, 1)
-        w = _shifted(ctx, flat[self.W], wzp, per_m, geo[3])
-        has_b = self.BIAS is not None and len(flat) > self.BIAS and flat[self.BIAS] is not None
-        bias = flat[self.BIAS] if has_b else out[:0].view(I32)
-        fn(x, w, bias, out, geo, tasks)
+        x = _shifted(ctx, flat[self.X], xzp, 1, 1, wd).reshape(xs)
+        w = wide_w if wide_w is not None else \
+            _shifted(ctx, flat[self.W], wzp, math.prod(ws[1:]), ws[0], wd).reshape(ws)
+        b = None
+        if has_b:
+            b = wide_b if wide_b is not None else flat[self.BIAS].astype(wd)
+        acc = scratch(ctx, wd, ctx.outputs[0].shape)
+        self.conv.run(RunContext(self.conv.node, [x, w, b] if has_b else [x, w], [acc],
+                                 prepared, ctx.exact, ctx.arena, ctx.cancel))
+        return acc.reshape(-1)
 
     def infer(self, ctx: InferContext) -> None:
         shape, plan = self.conv_plan(ctx)
@@ -697,7 +660,7 @@ class ConvInteger(OpKernel):
         ctx.prepared = plan
 
     def run(self, ctx: RunContext) -> None:
-        self.convolve(ctx, ctx.prepared, ctx.flat_out[0])
+        np.copyto(ctx.flat_out[0], self.convolve(ctx, ctx.prepared), casting="unsafe")
 
 
 class QLinearConv(ConvInteger, _Requantized):
@@ -711,6 +674,4 @@ class QLinearConv(ConvInteger, _Requantized):
 
     def run(self, ctx: RunContext) -> None:
         plan, mult, inner, channels = ctx.prepared
-        acc = scratch(ctx, I32, (ctx.flat_out[0].size,))
-        self.convolve(ctx, plan, acc)
-        self.requantize(ctx, acc, mult, inner, channels)
+        self.requantize(ctx, self.convolve(ctx, plan), mult, inner, channels)

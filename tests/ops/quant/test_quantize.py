@@ -263,3 +263,28 @@ def test_constant_weights_take_the_integer_kernel():
     want = (a.astype(np.int64) - 128) @ (b.astype(np.int64) - zb)
     for out in outs:
         np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("consts", [(), (1, 3)])
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_conv_integer_sums_past_float32(consts, mode):
+    """64 channels of 3 x 3 with every shifted value at +-255: sums up to 147 million, past
+    float32's exact integers, so the float64 convolution runs; its result is the int64
+    reference's, with weights known at run time or constant, at 1 and 2 threads."""
+    x = np.where(ints((1, 64, 6, 6), 0, 2, np.uint8, 8) > 0, 255, 0).astype(np.uint8)
+    x[0, :, 2, 2] = 255
+    w = np.full((5, 64, 3, 3), 255, np.uint8)
+    w[1] = 0
+    inputs = [x, w, np.array(0, np.uint8), np.array(0, np.uint8)]
+    xi = np.pad(x.astype(np.int64), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((1, 5, 6, 6), np.int64)
+    for i in range(6):
+        for j in range(6):
+            want[0, :, i, j] = np.tensordot(w.astype(np.int64), xi[0, :, i:i + 3, j:j + 3],
+                                            axes=3)
+    assert want.max() > 1 << 24
+    model = one_node("ConvInteger", inputs, {"pads": [1, 1, 1, 1]}, opset=10, outs=[np.int32],
+                     consts=consts)
+    for threads in (1, 2):
+        sess = graphrt.Session(model, graphrt.SessionOptions(mode=mode, intra_op_threads=threads))
+        np.testing.assert_array_equal(sess.run(None, feeds(inputs, consts))[0], want)

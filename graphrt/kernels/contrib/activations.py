@@ -24,6 +24,7 @@ class MsGelu(Lowered):
 
 class BiasGelu(Lowered):
     def expand(self, b: Builder) -> None:
+        b.require(0, 1)
         b.op("Gelu", [b.op("Add", [b.input(0), b.input(1)])], outputs=[b.output(0)])
 
 

@@ -88,6 +88,7 @@ class MsAttention(Lowered):
             b.refuse("past and present (the key-value cache) are not supported")
         if int(a.get("do_rotary", 0)) or int(a.get("past_present_share_buffer", 0)):
             b.refuse("do_rotary and past_present_share_buffer are not supported")
+        b.require(0, 1)
         qkv = b.op("MatMul", [b.input(0), b.input(1)])
         if b.input(2):
             qkv = b.op("Add", [qkv, b.input(2)])

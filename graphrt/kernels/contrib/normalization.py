@@ -29,6 +29,7 @@ def skip_sum(b: Builder, bias_index: int, sum_output: int) -> str:
 
 class SkipLayerNormalization(Lowered):
     def expand(self, b: Builder) -> None:
+        b.require(0, 1, 2)
         s = skip_sum(b, 4, 3)
         b.op("LayerNormalization", [s, b.input(2), b.input(3)],
              outputs=trimmed([b.output(0), b.output(1), b.output(2)]), axis=-1,
@@ -43,6 +44,7 @@ def _rms(b: Builder, x: str, scale: str, stats, axis: int, epsilon: float) -> No
 
 class SkipSimplifiedLayerNormalization(Lowered):
     def expand(self, b: Builder) -> None:
+        b.require(0, 1, 2)
         s = skip_sum(b, 3, 3)
         _rms(b, s, b.input(2), (b.output(1), b.output(2)), -1,
              float(self.node.attr("epsilon", 1e-12)))
@@ -50,6 +52,7 @@ class SkipSimplifiedLayerNormalization(Lowered):
 
 class SimplifiedLayerNormalization(Lowered):
     def expand(self, b: Builder) -> None:
+        b.require(0, 1)
         if int(self.node.attr("stash_type", 1)) != 1:
             b.refuse(f"stash_type {self.node.attr('stash_type')} is not supported (1 is)")
         _rms(b, b.input(0), b.input(1), (b.output(1),), int(self.node.attr("axis", -1)),
@@ -67,6 +70,7 @@ class EmbedLayerNormalization(Lowered):
     """
 
     def expand(self, b: Builder) -> None:
+        b.require(0, 2, 3, 5, 6)
         ids, seg, word, pos, seg_table, gamma, beta, mask, pos_ids = map(b.input, range(9))
         if not pos_ids:
             count = b.op("Squeeze", [b.op("Shape", [ids], start=1, end=2)])

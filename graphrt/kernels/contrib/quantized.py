@@ -31,11 +31,13 @@ def scaled_product(b: Builder, a, bm, a_scale, b_scale, a_zp, b_zp, bias, out) -
 
 class MatMulIntegerToFloat(Lowered):
     def expand(self, b: Builder) -> None:
+        b.require(0, 1, 2, 3)
         scaled_product(b, *(b.input(i) for i in range(7)), b.output(0))
 
 
 class DynamicQuantizeMatMul(Lowered):
     def expand(self, b: Builder) -> None:
+        b.require(0, 1, 2)
         q, scale, zp = b.temp(), b.temp(), b.temp()
         b.op("DynamicQuantizeLinear", [b.input(0)], outputs=[q, scale, zp])
         scaled_product(b, q, b.input(1), scale, b.input(2), zp, b.input(3), b.input(4),
@@ -62,6 +64,7 @@ class _QLinearBinary(Lowered):
     OP = ""
 
     def expand(self, b: Builder) -> None:
+        b.require(0, 1, 3, 4, 6)
         v = b.op(self.OP, [dequantized(b, 0), dequantized(b, 3)])
         quantized(b, v, 6, b.input(0))
 
@@ -83,6 +86,7 @@ class _QLinearUnary(Lowered):
     OP = ""
 
     def expand(self, b: Builder) -> None:
+        b.require(0, 1, 3)
         quantized(b, b.op(self.OP, [dequantized(b, 0)], **self.attrs()), 3, b.input(0))
 
 
@@ -142,6 +146,7 @@ class QGemm(Lowered):
     """
 
     def expand(self, b: Builder) -> None:
+        b.require(0, 1, 3, 4)
         a, bm = b.input(0), b.input(3)
         if int(self.node.attr("transA", 0)):
             a = b.op("Transpose", [a], perm=[1, 0])

@@ -57,6 +57,12 @@ class Builder:
         self.nodes: list[IrNode] = []
         self._k = 0
 
+    def require(self, *idx: int) -> None:
+        """Fail (naming the node) unless the inputs at ``idx`` are given."""
+        for i in idx:
+            if not self.input(i):
+                self.info.fail(f"input {i} is required")
+
     def input(self, i: int) -> str:
         """Input ``i``'s name, "" when absent."""
         return self.inputs[i] if i < len(self.inputs) else ""

@@ -308,3 +308,17 @@ def test_qgemm(ta, tb, bias, quantize, per_column):
     out = [("y", np.uint8 if quantize else np.float32)]
     against_onnxruntime("QGemm", ins, out, dict(alpha=0.75, transA=ta, transB=tb),
                         inits=["b", "sb", "zb"] + (["c"] if bias else []))
+
+
+def test_every_composition_refuses_missing_inputs_naming_the_node():
+    """A node of each Lowered operator of the table with no inputs: a SessionError naming
+    the node (never an exception of the expansion itself)."""
+    from graphrt.kernels.core.lowering import Lowered
+    from graphrt.kernels.table import ALL
+    ops = [d for d in ALL if isinstance(d.factory, type) and issubclass(d.factory, Lowered)]
+    assert len(ops) >= 20
+    for d in ops:
+        model = model_of(d.op_type, {}, [("y", np.float32)], None, 17, (), d.domain)
+        with pytest.raises(graphrt.SessionError) as e:
+            graphrt.Session(model).run(None, {})
+        assert e.value.node == "the_node", (d.op_type, e.value)

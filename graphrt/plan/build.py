@@ -193,8 +193,7 @@ def plan_node(node: CompiledNode, ins: list, exact: bool) -> tuple[list, Step | 
         return [outs[0]], Step(node, dynamic=False, view=True)
     present = [f for f in ins if f is not None]
     if present and kernel.constant_foldable and all(f.kind == CONST for f in present) and \
-            (kernel.fold_growing or
-             worth_folding(sum(f.nbytes for f in outs), [f.nbytes for f in present])):
+            worth_folding(sum(f.nbytes for f in outs), [f.nbytes for f in present]):
         return [Fact(CONST, arr.dtype, arr.shape, arr) if o >= 0 else None
                 for o, arr in zip(node.outputs, _fold(node, ins, outs, ctx.prepared, exact))], None
     return [f if o >= 0 else None for o, f in zip(node.outputs, outs)], \

@@ -54,9 +54,6 @@ class OpKernel:
     view_of_input = False           # output 0 is input 0 with the inferred shape; run not called
     outputs_data_dependent = False  # output shapes depend on values: run allocates outputs
     constant_foldable = True        # same inputs give the same outputs
-    # folded even when the result outgrows its inputs (DequantizeLinear of weights: every
-    # run would make the same float weights again)
-    fold_growing = False
     fixed_output = None             # the one output of a kernel without inputs that never varies
 
     def __init__(self, node: NodeInfo):

@@ -106,21 +106,39 @@ def _quantize(x, scale, zp, out, geo, lo, hi, fmt, to_int, has_zp, n):
         out[i] = _saturate(q, lo, hi) if to_int else q
 
 
-def _dequantize(x, scale, zp, out, geo, wide, has_zp, n):
-    single = scale.size == 1
-    for i in prange(n):
-        k = 0 if single else _param_index(i, geo)
-        d = np.float32(x[i])
-        if has_zp:
-            if wide:
-                d = np.float64(d) - np.float64(zp[k])
-            else:
-                d = np.float32(d - np.float32(zp[k]))
-        v = d * np.float32(scale[k]) if not wide else np.float64(d) * np.float64(scale[k])
-        if EXACT and v != v:
-            out[i] = np.nan
+@njit(cache=True, nogil=True, fastmath=False, inline="always")
+def _dequantized(xv, s, zp, k, wide, has_zp, exact):
+    """(x - zp[k]) * scale of one element (see the module docstring); zp is read only
+    when has_zp."""
+    d = np.float32(xv)
+    if has_zp:
+        z = zp[k]
+        if wide:
+            d = np.float64(d) - np.float64(z)
         else:
-            out[i] = v
+            d = np.float32(d - np.float32(z))
+    v = d * np.float32(s) if not wide else np.float64(d) * np.float64(s)
+    return np.nan if exact and v != v else v
+
+
+def _dequantize(x, scale, zp, out, geo, wide, has_zp, n):
+    """out = (x - zp) * scale: one loop for one scale, rows of one scale each along an axis
+    (weights per output channel), else each element's index (blocked forms)."""
+    if scale.size == 1:
+        for i in prange(n):
+            out[i] = _dequantized(x[i], scale[0], zp, 0, wide, has_zp, EXACT)
+    elif geo[2] == 1 and geo[3] == 0 and geo[5] == 0:
+        inner = geo[0]
+        axis = geo[1]
+        for row in prange(n // inner):
+            k = row % axis
+            s = scale[k]
+            for i in range(row * inner, (row + 1) * inner):
+                out[i] = _dequantized(x[i], s, zp, k, wide, has_zp, EXACT)
+    else:
+        for i in prange(n):
+            k = _param_index(i, geo)
+            out[i] = _dequantized(x[i], scale[k], zp, k, wide, has_zp, EXACT)
 
 
 def _requantize(acc, mult, zp, out, inner, count, lo, hi, n):
@@ -244,11 +262,21 @@ class QuantizeLinear(_Linear):
             import ml_dtypes        # present whenever a float8 dtype is
             limit = float(ml_dtypes.finfo(out).max)
         lo, hi, carrier = RANGES.get(out, (0, 0, F32))
+        # the common case (float32 activations, one float32 scale, an 8-bit output) has a
+        # kernel of its own: _quantize_8bit
+        simple = out in (U8, I8) and dt == F32 and ctx.dtype(1) == F32 and geo[3] == 0 \
+            and math.prod(ctx.shape(1)) == 1 and fmt[0] == 1
         ctx.prepared = (geo, lo, hi, carrier, fmt, out not in FLOAT8, limit, n,
-                        _QUANTIZE.get(ctx.exact, _par(n)))
+                        _QUANTIZE.get(ctx.exact, _par(n)), simple)
 
     def run(self, ctx: RunContext) -> None:
-        geo, lo, hi, carrier, fmt, use_zp, limit, n, fn = ctx.prepared
+        geo, lo, hi, carrier, fmt, use_zp, limit, n, fn, simple = ctx.prepared
+        if simple:
+            zp = ctx.flat_in[2] if len(ctx.flat_in) > 2 and ctx.flat_in[2] is not None else None
+            _quantize_8bit(ctx.flat_in[0], ctx.flat_in[1][0],
+                           np.float32(0 if zp is None else zp[0]), np.float32(lo),
+                           np.float32(hi), ctx.flat_out[0])
+            return
         x, scale = _numba_view(ctx, ctx.flat_in[0]), _numba_view(ctx, ctx.flat_in[1])
         has_zp = use_zp and len(ctx.flat_in) > 2 and ctx.flat_in[2] is not None
         zp = _numba_view(ctx, ctx.flat_in[2]) if has_zp else geo
@@ -262,8 +290,6 @@ class QuantizeLinear(_Linear):
 
 
 class DequantizeLinear(_Linear):
-    fold_growing = True     # quantized weights are dequantized once, not in every run
-
     def infer(self, ctx: InferContext) -> None:
         dt = ctx.dtype(0)
         if dt not in QUANT_IN:
@@ -329,13 +355,14 @@ def _dynamic_params(x, bits):
 
 
 @njit(cache=True, nogil=True, fastmath=False)
-def _quantize_u8(x, scale, zp, out):
-    """out = saturate(rint(x / scale) + zp) to uint8, in float32: |x / scale| <= 255 here,
-    so the sum is exact and the result that of the general kernel's float64 steps; NaN
-    gives 0."""
+def _quantize_8bit(x, scale, zp, lo, hi, out):
+    """out = saturate(rint(x / scale) + zp) to [lo, hi] (8-bit), float32 x and scale, one
+    scale: all in float32, the general kernel's result (rint of the float32 quotient is an
+    integer; adding a zero point to one below 2**24 is exact, and a sum that is not
+    saturates either way); NaN gives lo."""
     for i in range(x.size):
         q = np.rint(x[i] / scale) + zp
-        out[i] = np.uint8(0) if not q >= 0 else np.uint8(255) if q > 255 else np.uint8(q)
+        out[i] = lo if not q >= lo else hi if q > hi else q
 
 
 class DynamicQuantizeLinear(OpKernel):
@@ -356,7 +383,8 @@ class DynamicQuantizeLinear(OpKernel):
         s, z = ctx.flat_out[1], ctx.flat_out[2]
         s[0] = scale
         z[0] = zp
-        _quantize_u8(x, s[0], np.float32(zp), ctx.flat_out[0])     # float32 scalars
+        _quantize_8bit(x, s[0], np.float32(zp), np.float32(0), np.float32(255),
+                       ctx.flat_out[0])     # float32 scalars
 
 
 # ----------------------------------------------------------------------------- products

@@ -30,6 +30,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
+from ..core.jit import Variants
 from .micro_ir import VBYTES, compiled_object, loaded, once
 
 I16, I32, I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
@@ -183,8 +184,9 @@ def _product(addr, a, b, c, mp, kp, np_, tiles_n):
         _tile(addr, a, i0 * kp, kp, b, 2 * j0, 2 * np_, c, i0 * np_ + j0, np_, kp // 2)
 
 
-product_parallel = njit(cache=True, nogil=True, parallel=True)(_product)
-product_serial = njit(cache=True, nogil=True)(_product)
+# serial and parallel forms under names of their own (numba's cache would take one for
+# the other: it keys on the function, not on the decorator's options)
+PRODUCT = Variants(_product, "int16_product", parallel=True)
 
 
 @njit(cache=True, nogil=True)

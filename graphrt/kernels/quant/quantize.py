@@ -39,7 +39,7 @@ from ...errors import ErrorKind
 from ..core.base import InferContext, NodeInfo, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN, broadcast_shape
 from ..core.floats import BF16, F16, F32, F64, FLOAT8, optional_dtype, round_to, widen
-from ..core.jit import Variants, serial_planning
+from ..core.jit import Variants
 from ..gemm import micro_int
 from ..gemm.product import PARALLEL_WORK, Product, batch_offsets
 from ..nn.conv import Conv
@@ -500,8 +500,7 @@ class _IntegerProduct(OpKernel):
             cached = self._packed_b = (b, zb, micro_int.pack_b(b, zb, k, n))
         packed, np_ = cached[2]
         mp, kp = -(-rows // micro_int.MR) * micro_int.MR, k + (k & 1)
-        parallel = not serial_planning() and rows * n * k >= PARALLEL_WORK
-        fn = micro_int.product_parallel if parallel else micro_int.product_serial
+        fn = micro_int.PRODUCT.get(False, rows * n * k >= PARALLEL_WORK)
         return ("int16", n, micro_int.address(), fn, packed, rows, k, mp, kp, np_)
 
     def _integer_product(self, ctx: RunContext, geo, out):

@@ -80,6 +80,19 @@ def case(name):
                          n("Div", ["s", "c"], ["sc"]), n("Softmax", ["sc"], ["p"], axis=axis),
                          n("MatMul", ["p", "v"], ["y"])], [q, k, v], [y], [scalar("c", np.sqrt(8))])
         hit, miss = attention(-1), attention(2)
+    elif name == "sink_constant_nodes":
+        # int8 weights of 80 KiB as float32: DequantizeLinear is not folded (larger than
+        # its input and 64 KiB); listed first it would keep its result alive from the start
+        wq = const("wq", rng.integers(-128, 128, (4, 5120)).astype(np.int8))
+        ws = scalar("ws", 0.01)
+
+        def dq(first):
+            deq = n("DequantizeLinear", ["wq", "ws"], ["w"])
+            body = [n("Relu", ["x"], ["a"]), n("Reshape", ["a", "s"], ["b"])]
+            rest = [n("MatMul", ["b", "w"], ["y"])]
+            return make(([deq] + body if first else body + [deq]) + rest, [x], [y],
+                        [wq, ws, const("s", np.array([6, 4]))])
+        hit, miss = dq(True), dq(False)
     else:  # fuse_epilogues
         hit = make([n("MatMul", ["x", "W"], ["m"]), n("Add", ["m", "B"], ["a"]), n("Relu", ["a"], ["y"])],
                    [x], [y], [const("W", r(4, 5)), const("B", r(5))])

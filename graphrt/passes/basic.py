@@ -110,3 +110,37 @@ def collapse_reshapes(pg: PassGraph) -> int:
                             second.outputs)
 
     return _collapse_pairs(pg, Reshape, merge)
+
+
+def sink_constant_nodes(pg: PassGraph) -> int:
+    """A node that reads constants only (what folding left: a result larger than its inputs
+    and 64 KiB, such as DequantizeLinear of a layer's int8 weights) moves to just before its
+    first reader: its result lives for a step, not from the start of the run, so the slab
+    holds one layer's dequantized weights at a time instead of all of them (quantizers put
+    these nodes first). Random and subgraph nodes stay where they are; order only, so the
+    bits are unchanged. Returns how many nodes moved."""
+    before = list(pg.nodes)
+    waiting: dict[int, CompiledNode] = {}       # output value -> node not placed yet
+    placed = []
+    for node in before:
+        for i in node.inputs:
+            held = waiting.get(i)
+            if held is not None:
+                for o in held.outputs:
+                    waiting.pop(o, None)
+                placed.append(held)
+        k = node.kernel
+        ins = [i for i in node.inputs if i >= 0]
+        if ins and all(pg.constant(i) is not None for i in ins) and k.constant_foldable \
+                and not k.outputs_data_dependent:
+            for o in node.outputs:
+                if o >= 0:
+                    waiting[o] = node
+            continue
+        placed.append(node)
+    placed.extend(dict.fromkeys(waiting.values()))       # read by nothing but outputs
+    pg.nodes[:] = placed
+    where = {id(n): k for k, n in enumerate(before)}
+    # a node that moved sits after a node that came after it
+    return sum(1 for k, n in enumerate(placed) if any(where[id(m)] > where[id(n)]
+                                                      for m in placed[:k]))

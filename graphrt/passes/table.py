@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from ..errors import ErrorKind, SessionError
 from ..options import OptimizationLevel as L
-from .basic import collapse_reshapes, collapse_transposes, eliminate_identities, fold_constants
+from .basic import (collapse_reshapes, collapse_transposes, eliminate_identities, fold_constants,
+                    sink_constant_nodes)
 from .fusion import (fold_conv_batchnorm, fuse_epilogues, recognize_attention, recognize_gelu,
                      recognize_layernorm)
 from .graph import LEVELS, GraphPass, PassGraph
@@ -22,6 +23,7 @@ ALL: tuple[GraphPass, ...] = (
     GraphPass("recognize_layernorm", L.ALL, False, recognize_layernorm),
     GraphPass("recognize_attention", L.ALL, False, recognize_attention),
     GraphPass("fuse_epilogues", L.ALL, True, fuse_epilogues),
+    GraphPass("sink_constant_nodes", L.BASIC, True, sink_constant_nodes),
 )
 
 

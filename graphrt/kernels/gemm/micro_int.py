@@ -31,7 +31,7 @@ from numba import njit, prange, types
 from numba.extending import intrinsic
 
 from ..core.jit import Variants
-from .micro_ir import VBYTES, compiled_object, loaded, once
+from .micro_ir import VBYTES, call_codegen, compiled_object, counted_loop, loaded, once
 
 I16, I32, I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
 LANES = VBYTES // 4             # int32 accumulators per vector
@@ -65,19 +65,7 @@ def module_text() -> str:
     pmadd = ir.Function(mod, ir.FunctionType(vi32, [vi16, vi16]), _PMADD[VBYTES])
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
     zero = ir.Constant(vi32, [0] * LANES)
-    entry = builder.block
-    loop = builder.append_basic_block("loop")
-    done = builder.append_basic_block("done")
-    builder.cbranch(builder.icmp_signed(">", pairs, ir.Constant(I64, 0)), loop, done)
-
-    builder.position_at_end(loop)
-    p = builder.phi(I64)
-    p.add_incoming(ir.Constant(I64, 0), entry)
-    accs = []
-    for _ in range(MR * 2):
-        acc = builder.phi(vi32)
-        acc.add_incoming(zero, entry)
-        accs.append(acc)
+    p, accs, finish = counted_loop(builder, pairs, [zero] * (MR * 2))
     brow = builder.gep(b, [builder.mul(p, ldb)])
     bv = [builder.load(builder.bitcast(builder.gep(brow, [ir.Constant(I64, h * 2 * LANES)]),
                                        vi16.as_pointer()), align=2) for h in range(2)]
@@ -93,19 +81,7 @@ def module_text() -> str:
         pair = builder.bitcast(pair, vi16)
         for h in range(2):
             new.append(builder.add(accs[2 * r + h], builder.call(pmadd, [pair, bv[h]])))
-    p_next = builder.add(p, ir.Constant(I64, 1))
-    p.add_incoming(p_next, builder.block)
-    for acc, v in zip(accs, new):
-        acc.add_incoming(v, builder.block)
-    builder.cbranch(builder.icmp_signed("<", p_next, pairs), loop, done)
-
-    builder.position_at_end(done)
-    outs = []
-    for i in range(MR * 2):
-        out = builder.phi(vi32)
-        out.add_incoming(zero, entry)
-        out.add_incoming(new[i], loop)
-        outs.append(out)
+    outs = finish(new)
     for r in range(MR):
         row = builder.gep(c, [builder.mul(ldc, ir.Constant(I64, r))])
         for h in range(2):
@@ -133,19 +109,8 @@ def address() -> int:
 def _tile(typingctx, addr, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, pairs):
     sig = types.void(addr, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, pairs)
 
-    def codegen(context, builder, sig, args):
-        def integer(i):
-            return context.cast(builder, args[i], sig.args[i], types.int64)
-
-        def at(i, off):
-            data = context.make_array(sig.args[i])(context, builder, args[i]).data
-            return builder.gep(data, [integer(off)])
-
-        fn = builder.inttoptr(integer(0), _signature().as_pointer())
-        builder.call(fn, [at(1, 2), integer(3), at(4, 5), integer(6), at(7, 8), integer(9),
-                          integer(10)])
-        return context.get_dummy_value()
-
+    codegen = call_codegen(lambda context, sig: _signature(),
+                           [(1, 2), 3, (4, 5), 6, (7, 8), 9, 10])
     return sig, codegen
 
 

@@ -149,24 +149,8 @@ def _emit(mod, name, fty, rows, fused, form, table):
     # kernel's bottleneck); an empty asm statement hides a_r's invariance from it.
     groups = [builder.gep(a_base, [builder.mul(a_r, ir.Constant(I64, 3 * q))])
               for q in range((rows + 2) // 3)]
-    entry = builder.block
-    loop = builder.append_basic_block("loop")
-    done = builder.append_basic_block("done")
-    builder.cbranch(builder.icmp_signed(">", kc, ir.Constant(I64, 0)), loop, done)
-
-    builder.position_at_end(loop)
-    k = builder.phi(I64)
-    k.add_incoming(ir.Constant(I64, 0), entry)
-    accs = []
-    for v in init:
-        p = builder.phi(vty)
-        p.add_incoming(v, entry)
-        accs.append(p)
-    gptr = []
-    for g in groups:
-        p = builder.phi(g.type)
-        p.add_incoming(g, entry)
-        gptr.append(p)
+    k, carried, finish = counted_loop(builder, kc, init + groups)
+    accs, gptr = carried[:len(init)], carried[len(init):]
     bk = builder.gep(b_base, [builder.load(builder.gep(t_base, [k])) if table
                               else builder.mul(k, ldb)])
     bv = [vload(builder.gep(bk, [ir.Constant(I64, h * lanes)]), h) for h in range(nv)]
@@ -185,27 +169,49 @@ def _emit(mod, name, fty, rows, fused, form, table):
                 new.append(builder.call(fma, [sv, bv[h], accs[nv * r + h]]))
             else:   # acc + a * b, two roundings (no fast-math flags: never contracted)
                 new.append(builder.fadd(accs[nv * r + h], builder.fmul(sv, bv[h])))
-    k_next = builder.add(k, ir.Constant(I64, 1))
-    k.add_incoming(k_next, builder.block)
-    for p in gptr:
-        p.add_incoming(builder.gep(p, [a_k]), builder.block)
-    for p, v in zip(accs, new):
-        p.add_incoming(v, builder.block)
-    builder.cbranch(builder.icmp_signed("<", k_next, kc), loop, done)
-
-    builder.position_at_end(done)
-    outs = []
-    for i, v in enumerate(init):
-        out = builder.phi(vty)
-        out.add_incoming(v, entry)
-        out.add_incoming(new[i], loop)
-        outs.append(out)
+    outs = finish(new + [builder.gep(p, [a_k]) for p in gptr])[:len(init)]
     outs = _epilogue(builder, e_base, e_si, flags, outs, rows, nv, vty, vload)
     for r in range(rows):
         row = builder.gep(c_base, [builder.mul(ldc, ir.Constant(I64, r))])
         for h in range(nv):
             vstore(outs[nv * r + h], builder.gep(row, [ir.Constant(I64, h * lanes)]), h)
     builder.ret_void()
+
+
+def counted_loop(builder, count, inits):
+    """Opens ``for i in range(count)`` carrying the values ``inits``: returns (i, the carried
+    values in the body, finish). ``finish(next values)`` closes the loop and leaves the
+    builder after it; it returns the values after the loop (``inits`` when count <= 0)."""
+    entry = builder.block
+    loop = builder.append_basic_block("loop")
+    done = builder.append_basic_block("done")
+    builder.cbranch(builder.icmp_signed(">", count, ir.Constant(I64, 0)), loop, done)
+    builder.position_at_end(loop)
+    i = builder.phi(I64)
+    i.add_incoming(ir.Constant(I64, 0), entry)
+    carried = []
+    for v in inits:
+        p = builder.phi(v.type)
+        p.add_incoming(v, entry)
+        carried.append(p)
+
+    def finish(new):
+        i_next = builder.add(i, ir.Constant(I64, 1))
+        end = builder.block
+        i.add_incoming(i_next, end)
+        for p, v in zip(carried, new):
+            p.add_incoming(v, end)
+        builder.cbranch(builder.icmp_signed("<", i_next, count), loop, done)
+        builder.position_at_end(done)
+        outs = []
+        for v0, v in zip(inits, new):
+            out = builder.phi(v0.type)
+            out.add_incoming(v0, entry)
+            out.add_incoming(v, end)
+            outs.append(out)
+        return outs
+
+    return i, carried, finish
 
 
 def _epilogue(builder, e_base, e_si, flags, outs, rows, nv, vty, vload):
@@ -369,14 +375,11 @@ def kernels(dtype, exact: bool) -> np.ndarray:
     return once(_TABLES, _LOCK, (np.dtype(dtype), bool(exact)), _load)
 
 
-@intrinsic
-def call(typingctx, addr, a, a_off, a_k, a_r, b, b_off, ldb, tab, t_off, c, c_off, ldc, kc,
-         load, w, e, e_off, e_si, flags):
-    """The kernel at ``addr`` on a[a_off:], b[b_off:], tab[t_off:], c[c_off:], e[e_off:]
-    (arrays of the family's element type; tab int64), the other arguments as integers."""
-    sig = types.void(addr, a, a_off, a_k, a_r, b, b_off, ldb, tab, t_off, c, c_off, ldc, kc,
-                     load, w, e, e_off, e_si, flags)
-
+def call_codegen(signature_of, layout):
+    """The codegen of an intrinsic that calls the function at its first argument (an
+    address) with the arguments ``layout`` lists: an index (that argument as an int64), or
+    (array index, offset index) (a pointer into that array at that offset).
+    ``signature_of(context, sig)``: the callee's ir.FunctionType."""
     def codegen(context, builder, sig, args):
         def integer(i):
             return context.cast(builder, args[i], sig.args[i], types.int64)
@@ -385,11 +388,20 @@ def call(typingctx, addr, a, a_off, a_k, a_r, b, b_off, ldb, tab, t_off, c, c_of
             data = context.make_array(sig.args[i])(context, builder, args[i]).data
             return builder.gep(data, [integer(off)])
 
-        fty = context.get_value_type(sig.args[1].dtype)
-        fn = builder.inttoptr(integer(0), _signature(fty).as_pointer())
-        builder.call(fn, [at(1, 2), integer(3), integer(4), at(5, 6), integer(7), at(8, 9),
-                          at(10, 11), integer(12), integer(13), integer(14), integer(15),
-                          at(16, 17), integer(18), integer(19)])
+        fn = builder.inttoptr(integer(0), signature_of(context, sig).as_pointer())
+        builder.call(fn, [at(*x) if isinstance(x, tuple) else integer(x) for x in layout])
         return context.get_dummy_value()
+    return codegen
 
+
+@intrinsic
+def call(typingctx, addr, a, a_off, a_k, a_r, b, b_off, ldb, tab, t_off, c, c_off, ldc, kc,
+         load, w, e, e_off, e_si, flags):
+    """The kernel at ``addr`` on a[a_off:], b[b_off:], tab[t_off:], c[c_off:], e[e_off:]
+    (arrays of the family's element type; tab int64), the other arguments as integers."""
+    sig = types.void(addr, a, a_off, a_k, a_r, b, b_off, ldb, tab, t_off, c, c_off, ldc, kc,
+                     load, w, e, e_off, e_si, flags)
+    layout = [(1, 2), 3, 4, (5, 6), 7, (8, 9), (10, 11), 12, 13, 14, 15, (16, 17), 18, 19]
+    codegen = call_codegen(lambda context, sig: _signature(
+        context.get_value_type(sig.args[1].dtype)), layout)
     return sig, codegen

@@ -10,7 +10,7 @@ from .contrib.normalization import (EmbedLayerNormalization, SimplifiedLayerNorm
 from .contrib.quantized import (DynamicQuantizeMatMul, MatMulIntegerToFloat, QGemm,
                                 QLinearAdd, QLinearAveragePool, QLinearConcat,
                                 QLinearGlobalAveragePool, QLinearLeakyRelu, QLinearMul,
-                                QLinearSigmoid)
+                                QLinearSigmoid, QLinearSoftmax)
 from .control.sequence import (ConcatFromSequence, Optional, OptionalGetElement,
                                OptionalHasElement, SequenceAt, SequenceConstruct, SequenceEmpty,
                                SequenceErase, SequenceInsert, SequenceLength, SplitToSequence)
@@ -250,6 +250,8 @@ ALL: tuple[OpDef, ...] = (
     OpDef("", "Hardmax", 1, None, Hardmax),
     OpDef("", "TopK", 1, None, TopK),
     OpDef("", "LayerNormalization", 17, None, LayerNormalization),
+    # before opset 17, onnxruntime's own (same definition), which its optimizer writes
+    OpDef("", "LayerNormalization", 1, 16, LayerNormalization),
     OpDef("", "RMSNormalization", 23, None, RMSNormalization),
     OpDef("", "BatchNormalization", 6, None, BatchNormalization),
     OpDef("", "InstanceNormalization", 1, None, InstanceNormalization),
@@ -343,6 +345,7 @@ ALL: tuple[OpDef, ...] = (
     OpDef("com.microsoft", "QLinearGlobalAveragePool", 1, None, QLinearGlobalAveragePool),
     OpDef("com.microsoft", "QLinearAveragePool", 1, None, QLinearAveragePool),
     OpDef("com.microsoft", "QLinearConcat", 1, None, QLinearConcat),
+    OpDef("com.microsoft", "QLinearSoftmax", 1, None, QLinearSoftmax),
 )
 
 

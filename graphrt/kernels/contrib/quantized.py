@@ -101,6 +101,22 @@ class QLinearLeakyRelu(_QLinearUnary):
         return {"alpha": float(self.node.attr("alpha", 0.01))}
 
 
+class QLinearSoftmax(_QLinearUnary):
+    """Softmax along ``axis`` with the axis semantics of ONNX opset ``opset`` (before 13 the
+    input is seen as 2-D from the axis on)."""
+
+    OP = "Softmax"
+
+    def attrs(self) -> dict:
+        return {"axis": int(self.node.attr("axis", -1))}
+
+    def expand(self, b: Builder) -> None:
+        b.require(0, 1, 3)
+        opset = int(self.node.attr("opset", 13))
+        v = b.op("Softmax", [dequantized(b, 0)], opset=opset, **self.attrs())
+        quantized(b, v, 3, b.input(0))
+
+
 class _ChannelsFirst(_QLinearUnary):
     def expand(self, b: Builder) -> None:
         if int(self.node.attr("channels_last", 0)):

@@ -322,3 +322,14 @@ def test_every_composition_refuses_missing_inputs_naming_the_node():
         with pytest.raises(graphrt.SessionError) as e:
             graphrt.Session(model).run(None, {})
         assert e.value.node == "the_node", (d.op_type, e.value)
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int8])
+@pytest.mark.parametrize("axis,opset", [(-1, 13), (1, 13), (1, 11)])
+def test_qlinear_softmax(dtype, axis, opset):
+    """Softmax of the dequantized input, quantized: onnxruntime computes it from a table of
+    exponentials of the 256 input steps, so results may sit one output step apart."""
+    s = np.float32
+    q = {"x": _q((2, 3, 5), dtype, 3), "sx": np.array(0.08, s), "zx": _q((), dtype, 4),
+         "sy": np.array(1 / 256, s), "zy": np.array(0 if dtype == np.uint8 else -128, dtype)}
+    against_onnxruntime("QLinearSoftmax", q, ["y"], dict(axis=axis, opset=opset), steps=1)

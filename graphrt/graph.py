@@ -242,7 +242,7 @@ def _lowered(nodes, opsets: dict, table: OperatorTable, cancel) -> list[IrNode]:
                         len(n.outputs))
         b = Builder(info, n.inputs, n.outputs)
         _make_kernel(opdef, info).expand(b)
-        todo.extend(reversed(b.finish()))
+        todo.extend(reversed(b.nodes))
     return out
 
 

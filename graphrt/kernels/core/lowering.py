@@ -90,6 +90,3 @@ class Builder:
 
     def refuse(self, message: str) -> None:
         self.info.fail(message, ErrorKind.UNSUPPORTED)
-
-    def finish(self) -> list[IrNode]:
-        return self.nodes

@@ -130,7 +130,8 @@ class Gemm(OpKernel):
         ctx.prepared = (Product(wd, m, n, k, (1, m) if self.trans_a else (k, 1),
                                 (1, k) if trans_b else (n, 1), exact=ctx.exact, gemm=True,
                                 alpha=self.alpha, beta=self.beta, c_strides=c_strides), bt,
-                         wd != dt, wide_constants(ctx, 0, 1, 2))
+                         wd != dt, wide_constants(ctx, 0, 2) if bt is not None else
+                         wide_constants(ctx, 0, 1, 2))
 
     def _k_major(self, b, dtype):
         """B' of a constant transposed B in ``dtype``, made once per kernel (shared by its

@@ -63,7 +63,6 @@ SCALES = frozenset(t for t in (F16, F32, BF16) if t is not None)
 # division precision: 0 float64, 1 float32, else (significant bits, min exponent, max exponent)
 _FORMATS = {F64: (0, 0, 0), F32: (1, 0, 0), F16: (11, -14, 15), BF16: (8, -126, 127)}
 _PRECISION = {1: F32, 10: F16, 11: F64, 16: BF16}
-_F32_DIVISION = np.array(_FORMATS[F32], dtype=np.int64)
 _NATIVE = (_dt.INTEGERS | _dt.FLOATS) - {F16}       # the types numba computes in
 
 
@@ -628,7 +627,6 @@ class ConvInteger(OpKernel):
 
     def __init__(self, node):
         super().__init__(node)
-        self.group = int(node.attr("group", 1))
         attrs = {k: v for k, v in node.attrs.items() if k in self.WINDOW}
         self.conv = Conv(NodeInfo(node.name, "Conv", "", 11, attrs, 3, 1))
 
@@ -675,7 +673,7 @@ class ConvInteger(OpKernel):
             _shifted(ctx, flat[self.W], wzp, math.prod(ws[1:]), ws[0], wd).reshape(ws)
         b = None
         if has_b:
-            b = wide_b if wide_b is not None else flat[self.BIAS].astype(wd)
+            b = wide_b if wide_b is not None else widen(ctx, flat[self.BIAS], wd)
         acc = scratch(ctx, wd, ctx.outputs[0].shape)
         self.conv.run(RunContext(self.conv.node, [x, w, b] if has_b else [x, w], [acc],
                                  prepared, ctx.exact, ctx.arena, ctx.cancel))

@@ -31,6 +31,7 @@ START, END = "<!-- exact-status:start -->", "<!-- exact-status:end -->"
 CONTRIB_DOC = os.path.join(ROOT, "docs", "contrib-ops.md")
 CONTRIB_START, CONTRIB_END = "<!-- contrib-status:start -->", "<!-- contrib-status:end -->"
 
+CONTRIB = "graphrt.kernels.contrib."
 # the com.microsoft operators that onnxruntime's quantizer and transformer optimizer write
 # (issue 17's list), whether graphrt has them or not
 WRITTEN_BY_ONNXRUNTIME = (
@@ -94,11 +95,12 @@ def table() -> str:
 
 
 def contrib_table() -> str:
-    """One row per com.microsoft operator of WRITTEN_BY_ONNXRUNTIME (SimplifiedLayer-
-    Normalization: onnxruntime registers it in the default domain)."""
+    """One row per com.microsoft operator of WRITTEN_BY_ONNXRUNTIME: the table lines of that
+    domain and of graphrt/kernels/contrib (SimplifiedLayerNormalization is there, in the
+    default domain, where onnxruntime registers it)."""
     found = {}
     for d in ALL:
-        if d.domain == "com.microsoft" or d.op_type == "SimplifiedLayerNormalization":
+        if d.domain == "com.microsoft" or d.factory.__module__.startswith(CONTRIB):
             found[d.op_type] = d
     lines = ["| operator | graphrt | exact |", "| --- | --- | --- |"]
     have = 0

@@ -93,6 +93,10 @@ def case(name):
             return make(([deq] + body if first else body + [deq]) + rest, [x], [y],
                         [wq, ws, const("s", np.array([6, 4]))])
         hit, miss = dq(True), dq(False)
+    elif name == "recognize_qdq":
+        x = tensor("x", F, [2, 5, 7, 7])
+        xv = {"x": r(2, 5, 7, 7), "ws": np.array(0.02, np.float32)}
+        hit, miss = (qdq_conv(weight_scale_known) for weight_scale_known in (True, False))
     else:  # fuse_epilogues
         hit = make([n("MatMul", ["x", "W"], ["m"]), n("Add", ["m", "B"], ["a"]), n("Relu", ["a"], ["y"])],
                    [x], [y], [const("W", r(4, 5)), const("B", r(5))])
@@ -100,6 +104,52 @@ def case(name):
                     [x, tensor("bias", F, [5])], [y], [const("W", r(4, 5))])
         xv = dict(xv, bias=r(5))
     return hit, miss, xv
+
+
+QDQ_STEP = 0.05       # the output quantization step of the QDQ cases: fused groups may
+#                       round a value next to a rounding boundary the other way (one step)
+
+
+def qdq_conv(weight_scale_known=True, relu=True, bias="int", matmul=False, per_channel=True):
+    """x -> QuantizeLinear -> DequantizeLinear -> Conv (weights: int8 dequantized per output
+    channel; bias: int32 dequantized at x_s * w_s, "shared" at another scale, "float" a float
+    constant, or None) [-> Relu] -> QuantizeLinear -> DequantizeLinear -> y; ``matmul``: a
+    MatMul of (2, 5, 7, 7) by (7, 16) weights instead; a weight scale that is a graph input
+    (not ``weight_scale_known``) keeps the group from being rewritten."""
+    g = np.random.default_rng(5)
+    m = 16
+    wq = g.integers(-127, 128, (7, m) if matmul else (m, 5, 3, 3)).astype(np.int8)
+    ws = (g.random(m if per_channel else ()) * 0.02 + 0.01).astype(np.float32)
+    inits = [const("wq", wq), scalar("xs", 0.03), const("xz", np.array(7, np.uint8)),
+             scalar("ys", QDQ_STEP), const("yz", np.array(120, np.uint8))]
+    inputs = [tensor("x", F, [2, 5, 7, 7])]
+    if weight_scale_known:
+        inits.append(const("ws", ws))
+    else:
+        inputs.append(tensor("ws", F, []))
+    nodes = [n("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             n("DequantizeLinear", ["xq", "xs", "xz"], ["xf"]),
+             n("DequantizeLinear", ["wq", "ws"], ["wf"], axis=1 if matmul else 0)]
+    conv_in = ["xf", "wf"]
+    if bias and not matmul:
+        bq = g.integers(-3000, 3000, m).astype(np.int32)
+        bs = 0.03 * ws if bias == "int" else np.float32(1e-4)
+        if bias == "float":
+            inits.append(const("bf", (bq * 1e-4).astype(np.float32)))
+        else:
+            inits += [const("bq", bq), const("bs", np.asarray(bs, np.float32))]
+            nodes.append(n("DequantizeLinear", ["bq", "bs"], ["bf0"], axis=0))
+            nodes.append(n("Identity", ["bf0"], ["bf"]))
+        conv_in.append("bf")
+    nodes.append(n("MatMul", conv_in, ["c"]) if matmul else
+                 n("Conv", conv_in, ["c"], pads=[1, 1, 1, 1]))
+    last = "c"
+    if relu:
+        nodes.append(n("Relu", ["c"], ["rc"]))
+        last = "rc"
+    nodes += [n("QuantizeLinear", [last, "ys", "yz"], ["yq"]),
+              n("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    return make(nodes, inputs, [tensor("y", F, None)], inits, opset=21)
 
 
 def run(model, level, feeds, mode="fast"):
@@ -117,7 +167,8 @@ def test_pass_fires_on_pattern_and_keeps_results(name):
     if PRESERVES[name]:
         assert np.array_equal(got.view(np.uint32), base.view(np.uint32))
     else:
-        np.testing.assert_allclose(got, base, rtol=1e-5, atol=1e-5)
+        step = QDQ_STEP * 1.001 if name == "recognize_qdq" else 1e-5
+        np.testing.assert_allclose(got, base, rtol=1e-5, atol=step)
     sess_m, got_m = run(miss, "all", feeds)
     assert sess_m.pass_counts.get(name, 0) == 0, sess_m.pass_counts
     np.testing.assert_allclose(got_m, run(miss, "none", feeds)[1], rtol=1e-5, atol=1e-5)
@@ -232,3 +283,28 @@ def test_a_channel_constant_that_broadcasts_further_is_not_folded():
     _, base = run(model, "none", {"x": xv}, "fast")
     _, got = run(model, "all", {"x": xv}, "fast")
     assert got.tobytes() == base.tobytes()
+
+
+@pytest.mark.parametrize("form", ["int bias", "shared bias", "float bias", "no bias",
+                                  "no relu", "per tensor", "matmul"])
+def test_qdq_groups_run_as_integer_operators(form):
+    """Each QDQ form becomes one integer operator (QLinearConv / QLinearMatMul) in fast mode;
+    the results are the unfused graph's (exact mode) within one output step, and
+    onnxruntime's (which fuses these groups too) within one step."""
+    kw = {"int bias": {}, "shared bias": {"bias": "shared"}, "float bias": {"bias": "float"},
+          "no bias": {"bias": None}, "no relu": {"relu": False},
+          "per tensor": {"per_channel": False}, "matmul": {"matmul": True}}[form]
+    model = qdq_conv(**kw)
+    feeds = {"x": r(2, 5, 7, 7) * 2}
+    sess, got = run(model, "all", feeds)
+    assert sess.pass_counts.get("recognize_qdq") == 1
+    kinds = {type(nd.kernel).__name__ for nd in sess._graph.nodes}
+    assert ("QLinearMatMul" if form == "matmul" else "QLinearConv") in kinds
+    assert not kinds & {"Conv", "MatMul", "Relu"}
+    _, exact = run(model, "all", feeds, "exact")
+    assert np.abs(got - exact).max() <= QDQ_STEP * 1.001
+    assert np.mean(got != exact) < 0.05
+    ort = pytest.importorskip("onnxruntime")
+    want = ort.InferenceSession(model.SerializeToString(),
+                                providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert np.abs(got - want).max() <= QDQ_STEP * 1.001

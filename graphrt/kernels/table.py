@@ -58,8 +58,9 @@ from .nn.pool import (AveragePool, GlobalAveragePool, GlobalLpPool, GlobalMaxPoo
 from .nn.resize import Resize, Upsample
 from .nn.roi import RoiAlign
 from .nn.softmax import Hardmax, LogSoftmax, Softmax
-from .quant.quantize import (ConvInteger, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
-                             QLinearConv, QLinearMatMul, QuantizeLinear)
+from .quant.convolution import ConvInteger, QLinearConv
+from .quant.quantize import (DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
+                             QLinearMatMul, QuantizeLinear)
 from .random.sampling import (Bernoulli, Multinomial, RandomNormal, RandomNormalLike,
                               RandomUniform, RandomUniformLike)
 from .reduce.argreduce import ArgMax, ArgMin

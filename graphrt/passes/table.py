@@ -12,8 +12,11 @@ from .basic import (collapse_reshapes, collapse_transposes, eliminate_identities
 from .fusion import (fold_conv_batchnorm, fuse_epilogues, recognize_attention, recognize_gelu,
                      recognize_layernorm)
 from .graph import LEVELS, GraphPass, PassGraph
+from .quantized import recognize_qdq
 
 ALL: tuple[GraphPass, ...] = (
+    # before fold_constants: the groups' weight dequantizations are still nodes there
+    GraphPass("recognize_qdq", L.ALL, False, recognize_qdq),
     GraphPass("fold_constants", L.BASIC, True, fold_constants),
     GraphPass("eliminate_identities", L.BASIC, True, eliminate_identities),
     GraphPass("collapse_transposes", L.BASIC, True, collapse_transposes),

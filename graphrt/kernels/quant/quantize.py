@@ -1,5 +1,5 @@
-"""Linear quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
-QLinearMatMul, ConvInteger and QLinearConv.
+"""Linear quantization: QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger
+and QLinearMatMul (ConvInteger and QLinearConv: convolution.py).
 
     QuantizeLinear    y = saturate(rint(x / scale) + zero_point)      rint: half to even
     DequantizeLinear  y = (x - zero_point) * scale
@@ -18,10 +18,9 @@ x / scale + zero_point cast. float8/float4 inputs dequantize as float32(x) * sca
 DynamicQuantizeLinear: scale = (max(0, max x) - min(0, min x)) / 255 (1/255 when both are
 0), zero_point = rint(clamp(-min / scale, 0, 255)), y as QuantizeLinear to uint8.
 
-MatMulInteger, ConvInteger: (a - a_zero_point) (*) (b - b_zero_point) in int32 (per-row /
-per-column, per-output-channel zero points); the product on gemm/micro_int.py's integer
-tiles or as exact float32 runs of k (``_IntegerProduct``), the convolution as conv.py's float
-convolution of the shifted operands, exact by their bounds (``ConvInteger``). QLinearMatMul, QLinearConv requantize that int32 result:
+MatMulInteger: (a - a_zero_point) @ (b - b_zero_point) in int32 (per-row / per-column zero
+points); the product on gemm/micro_int.py's integer tiles or as exact float32 runs of k
+(``_IntegerProduct``). QLinearMatMul (and QLinearConv) requantize that int32 result:
 y = saturate(rint(float64(acc) * m + y_zero_point)) with m = a_scale * b_scale / y_scale
 computed in the scales' type (numpy), per tensor or per output column/channel.
 
@@ -36,13 +35,12 @@ from numba import njit, prange
 
 from ... import dtypes as _dt
 from ...errors import ErrorKind
-from ..core.base import InferContext, NodeInfo, OpKernel, RunContext, scratch
+from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN, broadcast_shape
 from ..core.floats import BF16, F16, F32, F64, FLOAT8, optional_dtype, round_to, widen
 from ..core.jit import Variants
 from ..gemm import micro_int
 from ..gemm.product import PARALLEL_WORK, Product, batch_offsets
-from ..nn.conv import Conv
 
 EXACT = False
 
@@ -140,21 +138,50 @@ def _dequantize(x, scale, zp, out, geo, wide, has_zp, n):
             out[i] = _dequantized(x[i], scale[k], zp, k, wide, has_zp, EXACT)
 
 
-def _requantize(acc, mult, zp, out, inner, count, lo, hi, n):
-    """out[i] = saturate(rint(acc[i] * mult[c] + zp[c])), c the column/channel of i."""
-    for i in prange(n):
-        c = (i // inner) % count
-        m = mult[c if mult.size > 1 else 0]
-        z = zp[c if zp.size > 1 else 0]
-        out[i] = _saturate(np.rint(np.float64(acc[i]) * m + np.float64(z)), lo, hi)
+@njit(cache=True, nogil=True, fastmath=False, inline="always")
+def _requantized(a, m, t, lo, hi):
+    return _saturate(np.rint(np.float64(a) * m + t), lo, hi)
+
+
+def _requantize(acc, mult, off, zp, out, inner, count, lo, hi, n):
+    """out[i] = saturate(rint(acc[i] * mult[c] + (off[c] +) zp[c])), c = (i // inner) % count
+    the column/channel of i (mult, off, zp: one value or ``count``; off may be empty). Loops
+    over rows of one channel (or, for inner = 1, over rows of ``count`` channels): no
+    division per element."""
+    nm, no, nz = mult.size > 1, off.size > 1, zp.size > 1
+    has_off = off.size > 0
+    if inner == 1:
+        for o in prange(n // max(1, count)):
+            for c in range(count):
+                i = o * count + c
+                t = np.float64(zp[c if nz else 0])
+                if has_off:
+                    t = off[c if no else 0] + t
+                out[i] = _requantized(acc[i], mult[c if nm else 0], t, lo, hi)
+    else:
+        for r in prange(n // inner):
+            c = r % count
+            m, t = mult[c if nm else 0], np.float64(zp[c if nz else 0])
+            if has_off:
+                t = off[c if no else 0] + t
+            for i in range(r * inner, (r + 1) * inner):
+                out[i] = _requantized(acc[i], m, t, lo, hi)
 
 
 def _shift(x, zp, out, inner, count, n):
-    """out[i] = int32(x[i]) - int32(zp[c]), c = (i // inner) % count (one zero point if
-    zp has one element)."""
-    for i in prange(n):
-        c = (i // inner) % count
-        out[i] = np.int32(x[i]) - np.int32(zp[c if zp.size > 1 else 0])
+    """out[i] = x[i] - zp[c], c = (i // inner) % count (one zero point if zp has one
+    element), in out's type; rows as in _requantize."""
+    nz = zp.size > 1
+    if inner == 1:
+        for o in prange(n // max(1, count)):
+            for c in range(count):
+                i = o * count + c
+                out[i] = np.int32(x[i]) - np.int32(zp[c if nz else 0])
+    else:
+        for t in prange(n // inner):
+            z = np.int32(zp[t % count if nz else 0])
+            for i in range(t * inner, (t + 1) * inner):
+                out[i] = np.int32(x[i]) - z
 
 
 _QUANTIZE = Variants(_quantize, "quantize_linear", parallel=True)
@@ -388,7 +415,7 @@ class DynamicQuantizeLinear(OpKernel):
 
 # ----------------------------------------------------------------------------- products
 
-def _zero_point(ctx, i, count, what):
+def zero_point_check(ctx, i, count, what):
     """Validate an optional zero point: one value or ``count`` values."""
     if not ctx.has_input(i):
         return
@@ -398,7 +425,7 @@ def _zero_point(ctx, i, count, what):
                  "values")
 
 
-def _shifted(ctx, x, zp, inner, count, dtype=I32):
+def shifted(ctx, x, zp, inner, count, dtype=I32):
     """int32(x) - zero point (or just int32(x)) into scratch of ``dtype`` (int32, or float32
     where that is exact)."""
     out = scratch(ctx, dtype, (x.size,))
@@ -423,7 +450,7 @@ def exact_run(k: int, a_max: int, b_max: int) -> int:
     return max(1, min(k, ((1 << 24) - 1) // max(1, a_max * b_max)))
 
 
-def _shift_bound(ctx, x, zp) -> int:
+def shift_bound(ctx, x, zp) -> int:
     """The largest |x - zero point| over x's element type (over x itself when constant)."""
     info = np.iinfo(ctx.dtype(x))
     z = ctx.value(zp) if ctx.has_input(zp) else np.zeros(1, np.int64)
@@ -475,15 +502,15 @@ class _IntegerProduct(OpKernel):
             ctx.fail(f"shapes {list(sa)} and {list(sb)} cannot be multiplied")
         batch = broadcast_shape([a2[:-2], b2[:-2]], ctx.fail)
         shape = batch + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
-        _zero_point(ctx, self.ZP[0], m, "A's")
-        _zero_point(ctx, self.ZP[1], n, "B's")
+        zero_point_check(ctx, self.ZP[0], m, "A's")
+        zero_point_check(ctx, self.ZP[1], n, "B's")
         vb = ctx.value(ib)
         vz = ctx.value(self.ZP[1]) if ctx.has_input(self.ZP[1]) else None
         if micro_int.AVAILABLE and vb is not None and len(b2) == 2 and k <= micro_int.MAX_K \
                 and (vz is not None or not ctx.has_input(self.ZP[1])):
             rows = math.prod(a2[:-1])
             return shape, self._integer_plan(vb, vz, rows, k, n)
-        run = exact_run(k, _shift_bound(ctx, ia, self.ZP[0]), _shift_bound(ctx, ib, self.ZP[1]))
+        run = exact_run(k, shift_bound(ctx, ia, self.ZP[0]), shift_bound(ctx, ib, self.ZP[1]))
         offa = np.asarray(batch_offsets(a2[:-2], batch, m * k), np.int64)
         offb = np.asarray(batch_offsets(b2[:-2], batch, k * n), np.int64)
         runs = tuple(Product(F32, m, n, min(run, k - k0), (k, 1), (n, 1), offa + k0,
@@ -509,7 +536,7 @@ class _IntegerProduct(OpKernel):
         ap = scratch(ctx, np.int16, (mp * kp,))
         micro_int.pack_a(a, np.zeros(1, a.dtype) if za is None else za, rows, k, mp, kp, ap)
         c = scratch(ctx, I32, (mp * np_,))
-        fn(addr, ap, packed, c, mp, kp, np_, np_ // micro_int.NR)
+        fn(addr, ap, packed, c, mp, kp, np_, np_ // micro_int.NR, False)
         micro_int.unpack(c, np_, rows, n, out)
 
     def _b(self, ctx: RunContext, b, zb, n):
@@ -530,9 +557,9 @@ class _IntegerProduct(OpKernel):
         m, n, k, runs, b_const = geo
         ia, ib = self.IN
         za, zb = (ctx.flat_in[z] if len(ctx.flat_in) > z else None for z in self.ZP)
-        a = _shifted(ctx, ctx.flat_in[ia], za, k, m, F32)
+        a = shifted(ctx, ctx.flat_in[ia], za, k, m, F32)
         b = self._b(ctx, ctx.flat_in[ib], zb, n) if b_const else \
-            _shifted(ctx, ctx.flat_in[ib], zb, 1, n, F32)
+            shifted(ctx, ctx.flat_in[ib], zb, 1, n, F32)
         if not runs:
             out[...] = 0
             return
@@ -552,11 +579,15 @@ class MatMulInteger(_IntegerProduct):
         self.product(ctx, ctx.prepared, ctx.flat_out[0])
 
 
-class _Requantized:
+class Requantized:
     """The requantization step shared by QLinearMatMul and QLinearConv."""
 
     SCALES = (1, 4, 6)          # a/x scale, b/w scale, y scale
     Y_ZP = 7
+    # set by passes/quantized.py for a QDQ group: a Relu absorbed (y >= y_zp), and a float
+    # bias as the offset bias / y_scale added before rounding (float64 per channel)
+    floor_at_zero_point = False
+    offset = np.zeros(0, F64)
 
     def requant_plan(self, ctx, count, what):
         for i in self.SCALES:
@@ -581,8 +612,10 @@ class _Requantized:
         has_zp = len(ctx.flat_in) > self.Y_ZP and ctx.flat_in[self.Y_ZP] is not None
         zp = ctx.flat_in[self.Y_ZP] if has_zp else np.zeros(1, out.dtype)
         lo, hi, _ = RANGES[out.dtype]
-        _REQUANTIZE.get(ctx.exact, _par(out.size))(acc, mult, zp, out, inner, count, lo, hi,
-                                                    out.size)
+        if self.floor_at_zero_point:
+            lo = max(lo, int(zp[0]))
+        _REQUANTIZE.get(ctx.exact, _par(out.size))(acc, mult, self.offset, zp, out, inner,
+                                                    count, lo, hi, out.size)
 
 
 def _multiplier(a_scale, b_scale, y_scale) -> np.ndarray:
@@ -591,7 +624,7 @@ def _multiplier(a_scale, b_scale, y_scale) -> np.ndarray:
     return (m / np.asarray(y_scale).reshape(-1)).astype(F64)
 
 
-class QLinearMatMul(_IntegerProduct, _Requantized):
+class QLinearMatMul(_IntegerProduct, Requantized):
     ZP = (2, 5)
     IN = (0, 3)
 
@@ -606,97 +639,3 @@ class QLinearMatMul(_IntegerProduct, _Requantized):
         acc = scratch(ctx, I32, (ctx.flat_out[0].size,))
         self.product(ctx, geo, acc)
         self.requantize(ctx, acc, mult, 1, geo[1])
-
-
-# ----------------------------------------------------------------------------- convolution
-
-class ConvInteger(OpKernel):
-    """(x - x_zp) convolved with (w - w_zp) in int32 (zero padding of the shifted x); the
-    window attributes are conv.py's.
-
-    The shifted operands are integers of at most 9 bits, so the convolution runs as conv.py's
-    float convolution of them: in float32 where every partial sum is bounded below 2**24
-    (the bound from the zero points and, for constant weights, their values), else in
-    float64 (exact for any size). Either way every sum is an exact integer: the int32
-    result, in both modes and at any thread count. Constant weights are shifted and widened
-    once per plan."""
-
-    supports_exact = True
-    X, W, XZP, WZP, BIAS = 0, 1, 2, 3, None
-    WINDOW = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
-
-    def __init__(self, node):
-        super().__init__(node)
-        attrs = {k: v for k, v in node.attrs.items() if k in self.WINDOW}
-        self.conv = Conv(NodeInfo(node.name, "Conv", "", 11, attrs, 3, 1))
-
-    def conv_plan(self, ctx: InferContext):
-        for i in (self.X, self.W):
-            if ctx.dtype(i) not in (np.uint8, np.int8):
-                ctx.fail(f"input {i} of element type {ctx.dtype(i)} is not supported "
-                         "(uint8 and int8 are)", ErrorKind.UNSUPPORTED)
-        xs, ws = tuple(ctx.shape(self.X)), tuple(ctx.shape(self.W))
-        if len(xs) < 3 or len(ws) != len(xs):
-            ctx.fail(f"x {list(xs)} and w {list(ws)} must have the same rank, 3 or more")
-        m_out = ws[0]
-        _zero_point(ctx, self.XZP, 1, "x's")
-        _zero_point(ctx, self.WZP, m_out, "w's")
-        has_b = self.BIAS is not None and ctx.has_input(self.BIAS)
-        bound = math.prod(ws[1:]) * _shift_bound(ctx, self.X, self.XZP) * \
-            _shift_bound(ctx, self.W, self.WZP)
-        bias = None
-        if has_b:
-            if ctx.dtype(self.BIAS) != I32 or tuple(ctx.shape(self.BIAS)) != (m_out,):
-                ctx.fail(f"B must be int32 of shape [{m_out}]")
-            bias = ctx.value(self.BIAS)
-            bound += (1 << 31) if bias is None else int(np.abs(bias.astype(np.int64)).max())
-        wd = F32 if bound < (1 << 24) else F64
-        w = ctx.value(self.W)
-        wzp = ctx.value(self.WZP) if ctx.has_input(self.WZP) else np.zeros(1, I32)
-        wide_w = None if w is None or wzp is None else \
-            (w.astype(wd) - np.asarray(wzp, wd).reshape((-1,) + (1,) * (len(ws) - 1)))
-        wide_b = None if bias is None else bias.astype(wd)
-        fc = InferContext(self.conv.node, ctx.exact, [wd, wd, wd if has_b else None],
-                          [xs, ws, (m_out,) if has_b else None], [None, wide_w, wide_b], 1)
-        self.conv.infer(fc)
-        shape = fc.out_shapes[0]
-        return shape, (wd, xs, ws, fc.prepared, wide_w, wide_b, has_b)
-
-    def convolve(self, ctx: RunContext, plan):
-        """The exact integer sums as float32 or float64 (scratch)."""
-        wd, xs, ws, prepared, wide_w, wide_b, has_b = plan
-        flat = ctx.flat_in
-        xzp = flat[self.XZP] if len(flat) > self.XZP else None
-        wzp = flat[self.WZP] if len(flat) > self.WZP else None
-        x = _shifted(ctx, flat[self.X], xzp, 1, 1, wd).reshape(xs)
-        w = wide_w if wide_w is not None else \
-            _shifted(ctx, flat[self.W], wzp, math.prod(ws[1:]), ws[0], wd).reshape(ws)
-        b = None
-        if has_b:
-            b = wide_b if wide_b is not None else widen(ctx, flat[self.BIAS], wd)
-        acc = scratch(ctx, wd, ctx.outputs[0].shape)
-        self.conv.run(RunContext(self.conv.node, [x, w, b] if has_b else [x, w], [acc],
-                                 prepared, ctx.exact, ctx.arena, ctx.cancel))
-        return acc.reshape(-1)
-
-    def infer(self, ctx: InferContext) -> None:
-        shape, plan = self.conv_plan(ctx)
-        ctx.set_output(0, I32, shape)
-        ctx.prepared = plan
-
-    def run(self, ctx: RunContext) -> None:
-        np.copyto(ctx.flat_out[0], self.convolve(ctx, ctx.prepared), casting="unsafe")
-
-
-class QLinearConv(ConvInteger, _Requantized):
-    X, W, XZP, WZP, BIAS = 0, 3, 2, 5, 8
-
-    def infer(self, ctx: InferContext) -> None:
-        shape, plan = self.conv_plan(ctx)
-        out, mult = self.requant_plan(ctx, shape[1], "output channel")
-        ctx.set_output(0, out, shape)
-        ctx.prepared = (plan, mult, math.prod(shape[2:]), shape[1])
-
-    def run(self, ctx: RunContext) -> None:
-        plan, mult, inner, channels = ctx.prepared
-        self.requantize(ctx, self.convolve(ctx, plan), mult, inner, channels)

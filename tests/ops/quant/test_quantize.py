@@ -12,6 +12,7 @@ from graphrt import ErrorKind
 
 from graphrt.kernels.core.base import RunContext
 from graphrt.kernels.gemm import micro_int
+from graphrt.kernels.quant import convolution
 from graphrt.kernels.quant.quantize import MatMulInteger
 
 from ...helpers import (EXACT, check, fails, feeds, ints, kernel_infer, numba_threads, one_node,
@@ -229,6 +230,91 @@ def test_qlinear_conv(xs, ws, attrs):
               ints((m,), -500, 500, np.int32, 3)]
     check("QLinearConv", inputs, attrs, opset=10)
     check("QLinearConv", inputs[:8], attrs, opset=10, options=EXACT)
+
+
+# geometries for the integer-tile convolution (16 or more output channels a group): padding
+# on every side, strides, dilations, groups, odd and even window sizes, 1-D and 3-D
+TILE_CASES = [
+    ((1, 8, 9, 9), (16, 8, 3, 3), {"pads": [1, 1, 1, 1]}),
+    ((2, 6, 7, 8), (32, 3, 3, 2), {"group": 2, "strides": [2, 1], "dilations": [1, 2],
+                                    "pads": [2, 0, 1, 3]}),
+    ((1, 1, 12, 10), (20, 1, 3, 3), {"strides": [2, 3], "pads": [0, 2, 2, 0]}),
+    ((1, 5, 11), (17, 5, 3), {"auto_pad": "SAME_UPPER", "strides": [2]}),
+    ((1, 3, 4, 5, 4), (16, 3, 3, 2, 1), {"pads": [1, 0, 0, 1, 1, 0]}),
+    ((1, 64, 6, 6), (24, 64, 1, 1), {}),
+]
+
+
+def _conv_int64(x, w, xz, wz, attrs):
+    """The ConvInteger reference in int64 (numpy): the shifted padding is 0."""
+    r = x.ndim - 2
+    pads = attrs.get("pads", [0] * 2 * r)
+    strides = attrs.get("strides", [1] * r)
+    dil = attrs.get("dilations", [1] * r)
+    g = attrs.get("group", 1)
+    if attrs.get("auto_pad") == "SAME_UPPER":
+        pads = [0] * 2 * r
+        for a in range(r):
+            out = -(-x.shape[2 + a] // strides[a])
+            total = max(0, (out - 1) * strides[a] + (w.shape[2 + a] - 1) * dil[a] + 1
+                        - x.shape[2 + a])
+            pads[a], pads[r + a] = total // 2, total - total // 2
+    xs = np.pad(x.astype(np.int64) - np.int64(xz),
+                [(0, 0), (0, 0)] + [(pads[a], pads[r + a]) for a in range(r)])
+    ws = w.astype(np.int64) - np.asarray(wz, np.int64).reshape((-1,) + (1,) * (r + 1))
+    n, c = x.shape[:2]
+    m, cg = w.shape[:2]
+    ks = w.shape[2:]
+    outs = [(xs.shape[2 + a] - (ks[a] - 1) * dil[a] - 1) // strides[a] + 1 for a in range(r)]
+    y = np.zeros((n, m) + tuple(outs), np.int64)
+    for o in np.ndindex(*outs):
+        for kpos in np.ndindex(*ks):
+            idx = tuple(o[a] * strides[a] + kpos[a] * dil[a] for a in range(r))
+            patch = xs[(slice(None), slice(None)) + idx]                   # (n, c)
+            for gi in range(g):
+                mg = slice(gi * (m // g), (gi + 1) * (m // g))
+                wk = ws[(mg, slice(None)) + kpos]                           # (mg, cg)
+                y[(slice(None), mg) + o] += patch[:, gi * cg:(gi + 1) * cg] @ wk.T
+    return y
+
+
+@pytest.mark.parametrize("xs,ws,attrs", TILE_CASES)
+def test_conv_integer_tiles(xs, ws, attrs):
+    """Constant weights take the integer tiles (x86), whose result is the int64 reference's
+    in both modes at 1 and 2 threads, for uint8 and int8 operands, per-channel zero points;
+    QLinearConv's requantization of it (with a bias) is the reference evaluator's."""
+    if not micro_int.AVAILABLE:
+        pytest.skip("the integer tile kernel is x86 code")
+    x, w = ints(xs, 0, 256, np.uint8, 4), ints(ws, -128, 128, np.int8, 5)
+    xz, wz = np.array(131, np.uint8), ints((ws[0],), -4, 4, np.int8, 6)
+    inputs = [x, w, xz, wz]
+    kernel, ctx = kernel_infer(convolution.ConvInteger, inputs, attrs, opset=10)
+    assert isinstance(ctx.prepared, convolution._Tiles)
+    want = _conv_int64(x, w, 131, wz, attrs)
+    model = one_node("ConvInteger", inputs, attrs, opset=10, outs=[np.int32], consts=(1, 2, 3))
+    for mode in ("fast", "exact"):
+        for threads in (1, 2):
+            sess = graphrt.Session(model, graphrt.SessionOptions(mode=mode,
+                                                                 intra_op_threads=threads))
+            np.testing.assert_array_equal(sess.run(None, feeds(inputs, (1, 2, 3)))[0], want)
+    if len(ws) == 4:
+        m = ws[0]
+        q = [x, np.array(0.05, np.float32), xz, w, q_scale((m,), seed=2), np.zeros(m, np.int8),
+             np.array(3.0, np.float32), np.array(7, np.uint8), ints((m,), -900, 900, np.int32, 3)]
+        for options in (None, EXACT):
+            check("QLinearConv", q, attrs, opset=10, options=options, consts=(1, 2, 3, 4, 5, 6, 7, 8))
+
+
+def test_conv_integer_paths_agree():
+    """The integer tiles (constant weights) and the float convolution of the shifted operands
+    (weights fed at run time) give the same int32 result."""
+    x, w = ints((2, 16, 10, 10), 0, 256, np.uint8, 7), ints((32, 16, 3, 3), 0, 256, np.uint8, 8)
+    inputs = [x, w, np.array(3, np.uint8), np.array(250, np.uint8)]
+    attrs = {"pads": [1, 1, 1, 1], "strides": [2, 2]}
+    got = [run("ConvInteger", inputs, attrs, opset=10, outs=[np.int32], consts=c)[0]
+           for c in ((), (1, 3))]
+    np.testing.assert_array_equal(got[0], got[1])
+    np.testing.assert_array_equal(got[1], _conv_int64(x, w, 3, 250, attrs))
 
 
 def test_integer_product_errors():

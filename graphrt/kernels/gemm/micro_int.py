@@ -106,7 +106,9 @@ def address() -> int:
 
 
 @intrinsic
-def _tile(typingctx, addr, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, pairs):
+def tile(typingctx, addr, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, pairs):
+    """One MR x NR tile (module_text) of the kernel at ``addr`` on a[a_off:], b[b_off:] (int16)
+    into c[c_off:] (int32)."""
     sig = types.void(addr, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, pairs)
 
     codegen = call_codegen(lambda context, sig: _signature(),
@@ -152,7 +154,7 @@ def _product(addr, a, b, c, mp, kp, np_, tiles_n, by_columns):
             i0, j0 = (t % tiles_m) * MR, (t // tiles_m) * NR
         else:
             i0, j0 = (t // tiles_n) * MR, (t % tiles_n) * NR
-        _tile(addr, a, i0 * kp, kp, b, 2 * j0, 2 * np_, c, i0 * np_ + j0, np_, kp // 2)
+        tile(addr, a, i0 * kp, kp, b, 2 * j0, 2 * np_, c, i0 * np_ + j0, np_, kp // 2)
 
 
 # serial and parallel forms under names of their own (numba's cache would take one for

@@ -26,6 +26,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import numba
 from numba import njit, prange
 
 from ...errors import ErrorKind
@@ -36,97 +37,142 @@ from ..gemm import micro_int
 from ..gemm.product import PARALLEL_WORK
 from ..nn.conv import Conv
 from ..nn.window import D, DD, DH, DW, H, KD, KH, KW, OD, OH, OW, PD, PH, PW, SD, SH, SW, W, tap_of
-from .quantize import I32, Requantized, shift_bound, shifted, zero_point_check
+from .quantize import (I32, Requantized, requantized, shift_bound, shifted,
+                       zero_point_check)
 
 MIN_CHANNELS = 16       # output channels a group needs for the integer tiles (MR-row tiles)
+BLOCK_BYTES = 1 << 17   # a block's pairs stay in the core's cache
+MR, NR = micro_int.MR, micro_int.NR
+
+
+def tap_table(g, k, kp) -> np.ndarray:
+    """Row r < kp: tap r's (input row offset: channel * D * H * W, depth offset, height
+    offset, first valid ow, end of the valid ow, input column of ow = 0); rows r >= k (the
+    padding tap of an odd K) have no valid column. Taps r = (c, kd, kh, kw) row-major."""
+    out = np.zeros((kp, 6), np.int64)
+    for r in range(k):
+        c, kd, kh, kw = tap_of(r, int(g[KD]), int(g[KH]), int(g[KW]))
+        w0 = kw * int(g[DW]) - int(g[PW])
+        ow_, sw = int(g[OW]), int(g[SW])
+        lo = min(ow_, max(0, -(w0 // sw)))
+        hi = min(ow_, max(lo, (int(g[W]) - 1 - w0) // sw + 1))
+        out[r] = (c * int(g[D] * g[H] * g[W]), kd * int(g[DD]) - int(g[PD]),
+                  kh * int(g[DH]) - int(g[PH]), lo, hi, w0)
+    return out
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _tap(g, r, k):
-    """Tap r's (channel, input depth offset, height offset, first valid ow, end of the valid
-    ow, input column of ow = 0); r >= k: no valid column."""
-    c, kd, kh, kw = tap_of(r, g[KD], g[KH], g[KW])
-    w0 = kw * g[DW] - g[PW]
-    ow_, sw = g[OW], g[SW]
-    lo = min(ow_, max(0, -(w0 // sw)))
-    hi = min(ow_, max(lo, (g[W] - 1 - w0) // sw + 1))
-    if r >= k:
-        lo, hi = 0, 0
-    return c, kd * g[DD] - g[PD], kh * g[DH] - g[PH], lo, hi, w0
+def _row_start(g, x0, tap, od, oh):
+    """Where a tap (a row of ``tap_table``)'s input row for output row (od, oh) starts in x
+    (at its ow = 0 column), and its valid columns [lo, hi) (empty where that row is
+    padding)."""
+    di = od * g[SD] + tap[1]
+    hi_ = oh * g[SH] + tap[2]
+    if tap[3] >= tap[4] or di < 0 or di >= g[D] or hi_ < 0 or hi_ >= g[H]:
+        return 0, 0, 0
+    return x0 + tap[0] + (di * g[H] + hi_) * g[W] + tap[5], tap[3], tap[4]
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _row_start(g, x0, c, dd, dh, od, oh, valid):
-    """Where tap (c, dd, dh)'s input row for output row (od, oh) starts in x (its column 0),
-    or -1 where that row is padding."""
-    di = od * g[SD] + dd
-    hi_ = oh * g[SH] + dh
-    if not valid or di < 0 or di >= g[D] or hi_ < 0 or hi_ >= g[H]:
-        return -1
-    return x0 + ((c * g[D] + di) * g[H] + hi_) * g[W]
-
-
-def _pairs(x, zp, g, x0, k, kp, p_, np_, out):
-    """out[q * np_ + j] = the int32 word of micro_int's B pair (taps 2q, 2q + 1) at output
-    position j: low half x at tap 2q minus zp[0], high half tap 2q + 1's (each 0 in the
-    padding, for taps >= k and for j >= p_), for the channels of one image and group
-    starting at x[x0]. Taps r = (c, kd, kh, kw) in row-major order."""
-    od_, oh_, ow_ = g[OD], g[OH], g[OW]
+@njit(cache=True, nogil=True, error_model="numpy")
+def _pairs(x, z, g, taps, x0, kp, r0, r1, ld, out):
+    """out[q * ld + j] = the int32 word of micro_int's B pair of taps 2q, 2q + 1
+    (``tap_table``) at output position r0 * OW + j, for the output rows r0 <= r < r1 (rows
+    over od, oh): low half x at tap 2q minus z, high half tap 2q + 1's (each 0 in the
+    padding); columns (r1 - r0) * OW <= j < ld are 0. x's channels of one image and group
+    start at x[x0]."""
+    oh_, ow_ = g[OH], g[OW]
     sw = g[SW]
-    z = np.int32(zp[0])
-    for q in prange(kp // 2):
-        c0, dd0, dh0, lo0, hi0, w00 = _tap(g, 2 * q, k)
-        c1, dd1, dh1, lo1, hi1, w01 = _tap(g, 2 * q + 1, k)
-        base = q * np_
-        for od in range(od_):
-            for oh in range(oh_):
-                o = base + (od * oh_ + oh) * ow_
-                s0 = _row_start(g, x0, c0, dd0, dh0, od, oh, lo0 < hi0)
-                s1 = _row_start(g, x0, c1, dd1, dh1, od, oh, lo1 < hi1)
-                a0, b0 = (lo0, hi0) if s0 >= 0 else (0, 0)
-                a1, b1 = (lo1, hi1) if s1 >= 0 else (0, 0)
-                s0 += w00
-                s1 += w01
-                lo, hi = max(a0, a1), min(b0, b1)
-                if lo >= hi:
-                    lo, hi = 0, 0
-                for ow in range(lo):
-                    v0 = np.int32(x[s0 + ow * sw]) - z if a0 <= ow < b0 else np.int32(0)
-                    v1 = np.int32(x[s1 + ow * sw]) - z if a1 <= ow < b1 else np.int32(0)
-                    out[o + ow] = (v0 & 0xFFFF) | (v1 << 16)
-                # unsigned indices: numba's wraparound of negative ones would keep it scalar
-                u0, u1, uo, us = np.uint64(s0), np.uint64(s1), np.uint64(o), np.uint64(sw)
-                for ow in range(np.uint64(lo), np.uint64(hi)):
-                    v0 = np.int32(x[u0 + ow * us]) - z
-                    v1 = np.int32(x[u1 + ow * us]) - z
-                    out[uo + ow] = (v0 & 0xFFFF) | (v1 << 16)
-                for ow in range(max(lo, hi), ow_):
-                    v0 = np.int32(x[s0 + ow * sw]) - z if a0 <= ow < b0 else np.int32(0)
-                    v1 = np.int32(x[s1 + ow * sw]) - z if a1 <= ow < b1 else np.int32(0)
-                    out[o + ow] = (v0 & 0xFFFF) | (v1 << 16)
-        for j in range(p_, np_):
+    n = (r1 - r0) * ow_
+    for q in range(kp // 2):
+        base = q * ld
+        t0 = (taps[2 * q, 0], taps[2 * q, 1], taps[2 * q, 2], taps[2 * q, 3], taps[2 * q, 4],
+              taps[2 * q, 5])
+        t1 = (taps[2 * q + 1, 0], taps[2 * q + 1, 1], taps[2 * q + 1, 2], taps[2 * q + 1, 3],
+              taps[2 * q + 1, 4], taps[2 * q + 1, 5])
+        od, oh = r0 // oh_, r0 % oh_
+        for r in range(r0, r1):
+            s0, a0, b0 = _row_start(g, x0, t0, od, oh)
+            s1, a1, b1 = _row_start(g, x0, t1, od, oh)
+            oh += 1
+            if oh == oh_:
+                od, oh = od + 1, 0
+            o = base + (r - r0) * ow_
+            lo, hi = max(a0, a1), min(b0, b1)
+            if lo >= hi:
+                lo, hi = 0, 0
+            for i in range(lo):
+                v0 = np.int32(x[s0 + i * sw]) - z if a0 <= i < b0 else np.int32(0)
+                v1 = np.int32(x[s1 + i * sw]) - z if a1 <= i < b1 else np.int32(0)
+                out[o + i] = (v0 & 0xFFFF) | (v1 << 16)
+            # unsigned indices: numba's wraparound of negative ones would keep it scalar
+            u0, u1, uo, us = np.uint64(s0), np.uint64(s1), np.uint64(o), np.uint64(sw)
+            for i in range(np.uint64(lo), np.uint64(hi)):
+                v0 = np.int32(x[u0 + i * us]) - z
+                v1 = np.int32(x[u1 + i * us]) - z
+                out[uo + i] = (v0 & 0xFFFF) | (v1 << 16)
+            for i in range(max(lo, hi), ow_):
+                v0 = np.int32(x[s0 + i * sw]) - z if a0 <= i < b0 else np.int32(0)
+                v1 = np.int32(x[s1 + i * sw]) - z if a1 <= i < b1 else np.int32(0)
+                out[o + i] = (v0 & 0xFFFF) | (v1 << 16)
+        for j in range(n, ld):
             out[base + j] = 0
 
 
-PAIRS = Variants(_pairs, "conv_integer_pairs", parallel=True)
-
-
-@njit(cache=True, nogil=True)
-def _store(c, np_, rows, cols, bias, m0, out, o0):
-    """out[o0 + i * cols + j] = c[i * np_ + j] (+ bias[m0 + i] where bias is not empty)."""
+def _blocks(addr, x, zp, g, taps, x0, kp, p_, pb, ldmax, a, mp, mg, bias, m0, out, o0, mult,
+            off, yzp, lo, hi, work):
+    """One image and group of the convolution: blocks of pb output rows (at most ldmax
+    positions, rounded up to NR) in parallel;
+    each builds its pairs (``_pairs``, cache-resident), runs micro_int's tiles over every
+    output channel of the group, and writes out[o0 + i * p_ + j] = acc + bias[m0 + i]
+    (int32), or with REQUANT that requantized (quantize.requantized: mult, off per channel
+    m0 + i or one value, yzp one value, clamped to [lo, hi])."""
+    z = np.int32(zp[0])
     has_b = bias.size > 0
-    for i in range(rows):
-        b = bias[m0 + i] if has_b else np.int32(0)
-        src, dst = np.uint64(i * np_), np.uint64(o0 + i * cols)
-        for j in range(np.uint64(cols)):
-            out[dst + j] = c[src + j] + b
+    nm, no = mult.size > 1, off.size > 1
+    has_off = off.size > 0
+    tm = mp // MR
+    rows = p_ // g[OW]
+    for blk in prange((rows + pb - 1) // pb):
+        r0 = blk * pb
+        r1 = min(rows, r0 + pb)
+        j0, j1 = r0 * g[OW], r1 * g[OW]
+        ld = (j1 - j0 + NR - 1) // NR * NR
+        row = work[numba.get_thread_id()]
+        cb = kp // 2 * ldmax                # where C starts in the row (after B)
+        _pairs(x, z, g, taps, x0, kp, r0, r1, ld, row)
+        half = row.view(np.int16)
+        for t in range(tm * (ld // NR)):
+            i0, jj = (t % tm) * MR, (t // tm) * NR
+            micro_int.tile(addr, a, i0 * kp, kp, half, 2 * jj, 2 * ld, row, cb + i0 * ld + jj,
+                           ld, kp // 2)
+        for i in range(mg):
+            bv = bias[m0 + i] if has_b else np.int32(0)
+            # unsigned indices, as in _pairs
+            dst, src = np.uint64(o0 + i * p_ + j0), np.uint64(cb + i * ld)
+            if REQUANT:
+                m = mult[m0 + i if nm else 0]
+                tv = np.float64(yzp[0])
+                if has_off:
+                    tv = off[m0 + i if no else 0] + tv
+                for j in range(np.uint64(j1 - j0)):
+                    out[dst + j] = requantized(row[src + j] + bv, m, tv, lo, hi)
+            else:
+                for j in range(np.uint64(j1 - j0)):
+                    out[dst + j] = row[src + j] + bv
+
+
+REQUANT = False
+_NO_REQUANT = (np.zeros(1), np.zeros(0), np.zeros(1, np.int32), 0, 0)
+BLOCKS = Variants(_blocks, "conv_integer_blocks", parallel=True, REQUANT=False)
+REQUANTIZED_BLOCKS = Variants(_blocks, "conv_integer_blocks_requant", parallel=True,
+                              REQUANT=True)
 
 
 class _Tiles:
-    """The integer-tile plan: packed weights per group and the product's extents."""
+    """The integer-tile plan: packed weights per group and the blocks' extents."""
 
-    __slots__ = ("a", "images", "groups", "c", "m", "mg", "k", "kp", "mp", "p", "np_",
-                 "in_size", "geo", "pairs", "product")
+    __slots__ = ("a", "images", "groups", "c", "m", "mg", "k", "kp", "mp", "p", "pb",
+                 "ld", "in_size", "geo", "taps", "parallel", "work")
 
 
 def _pack_weights(w, wzp, groups) -> list:
@@ -134,7 +180,7 @@ def _pack_weights(w, wzp, groups) -> list:
     rounded up to even, MR-row tiles (zeros pad)."""
     m, k = w.shape[0], w[0].size
     mg = m // groups
-    mp = -(-mg // micro_int.MR) * micro_int.MR
+    mp = -(-mg // MR) * MR
     rows = w.reshape(m, k).astype(np.int16) - np.asarray(wzp, np.int16).reshape(-1, 1)
     out = []
     for gi in range(groups):
@@ -145,15 +191,22 @@ def _pack_weights(w, wzp, groups) -> list:
 
 
 def _tile_plan(conv_plan, a, k, groups) -> _Tiles:
+    """Blocks of pb whole output rows whose pairs take about BLOCK_BYTES (at least one row),
+    at least four blocks an image where the rows allow (threads share the blocks)."""
     t = _Tiles()
     t.geo, t.images, t.c, t.m = conv_plan.geo, conv_plan.n, conv_plan.c, conv_plan.m
     t.in_size, t.p, t.groups, t.a, t.k = conv_plan.in_size, conv_plan.out_size, groups, a, k
     t.mg = t.m // groups
     t.kp = k + (k & 1)
-    t.mp = -(-t.mg // micro_int.MR) * micro_int.MR
-    t.np_ = -(-t.p // micro_int.NR) * micro_int.NR
-    t.pairs = PAIRS.get(False, k * t.p >= (1 << 16))
-    t.product = micro_int.PRODUCT.get(False, t.mg * t.p * k >= PARALLEL_WORK)
+    t.mp = -(-t.mg // MR) * MR
+    t.taps = tap_table(t.geo, k, t.kp)
+    ow_ = int(t.geo[OW])
+    rows = t.p // max(1, ow_)
+    per_block = max(1, BLOCK_BYTES // (2 * t.kp * max(1, ow_)))
+    t.pb = max(1, min(per_block, -(-rows // 4)))          # output rows a block
+    t.ld = -(-t.pb * ow_ // NR) * NR
+    t.parallel = t.mg * t.p * k >= PARALLEL_WORK
+    t.work = t.kp // 2 * t.ld + t.mp * t.ld
     return t
 
 
@@ -190,11 +243,12 @@ class ConvInteger(OpKernel):
                 ctx.fail(f"B must be int32 of shape [{m_out}]")
             bias = ctx.value(self.BIAS)
             bound += (1 << 31) if bias is None else int(np.abs(bias.astype(np.int64)).max())
-        wd = F32 if bound < (1 << 24) else F64
         w = ctx.value(self.W)
         wzp = ctx.value(self.WZP) if ctx.has_input(self.WZP) else np.zeros(1, I32)
         tiles = w is not None and wzp is not None and micro_int.AVAILABLE and \
             math.prod(ws[1:]) <= micro_int.MAX_K and m_out // self.conv.group >= MIN_CHANNELS
+        # (the float plan only gives the geometry on the tile path)
+        wd = F32 if tiles or bound < (1 << 24) else F64
         wide_w = None if w is None or wzp is None or tiles else \
             (w.astype(wd) - np.asarray(wzp, wd).reshape((-1,) + (1,) * (len(ws) - 1)))
         wide_b = None if bias is None else bias.astype(wd)
@@ -214,26 +268,29 @@ class ConvInteger(OpKernel):
             cached = self._packed = (w, wzp, _pack_weights(w, wzp, groups))
         return _tile_plan(conv_plan, cached[2], w[0].size, groups)
 
-    def _tile_product(self, ctx: RunContext, t: _Tiles, out):
-        """out (int32, NCHW) = the integer-tile convolution (+ the int32 bias, if any)."""
+    def _tile_product(self, ctx: RunContext, t: _Tiles, out, requant=None):
+        """out (NCHW) = the integer-tile convolution (+ the int32 bias, if any): int32, or
+        requantized with ``requant`` = Requantized.requant_args' values."""
         flat = ctx.flat_in
         x = flat[self.X]
         xzp = flat[self.XZP] if len(flat) > self.XZP and flat[self.XZP] is not None else \
             np.zeros(1, x.dtype)
         bias = flat[self.BIAS] if self.BIAS is not None and len(flat) > self.BIAS and \
             flat[self.BIAS] is not None else np.zeros(0, I32)
-        b32 = scratch(ctx, I32, (t.kp // 2 * t.np_,))
-        b = b32.view(np.int16)
-        c = scratch(ctx, I32, (t.mp * t.np_,))
+        if requant is None:
+            fn = BLOCKS.get(False, t.parallel)
+            mult, off, yzp, lo, hi = _NO_REQUANT
+        else:
+            fn = REQUANTIZED_BLOCKS.get(False, t.parallel)
+            mult, off, yzp, lo, hi = requant
+        work = scratch(ctx, I32, (numba.config.NUMBA_NUM_THREADS, t.work))
         addr = micro_int.address()
         cg = t.c // t.groups
-        tiles_n = t.np_ // micro_int.NR
         for n in range(t.images):
             for gi in range(t.groups):
-                t.pairs(x, xzp, t.geo, (n * t.c + gi * cg) * t.in_size, t.k, t.kp, t.p, t.np_,
-                        b32)
-                t.product(addr, t.a[gi], b, c, t.mp, t.kp, t.np_, tiles_n, True)
-                _store(c, t.np_, t.mg, t.p, bias, gi * t.mg, out, (n * t.m + gi * t.mg) * t.p)
+                fn(addr, x, xzp, t.geo, t.taps, (n * t.c + gi * cg) * t.in_size, t.kp, t.p,
+                   t.pb, t.ld, t.a[gi], t.mp, t.mg, bias, gi * t.mg, out, (n * t.m + gi * t.mg) * t.p,
+                   mult, off, yzp, lo, hi, work)
 
     def convolve(self, ctx: RunContext, plan, out=None):
         """The exact integer sums: into ``out`` (int32) on the integer-tile path, else as
@@ -280,6 +337,9 @@ class QLinearConv(ConvInteger, Requantized):
 
     def run(self, ctx: RunContext) -> None:
         plan, mult, inner, channels = ctx.prepared
+        if isinstance(plan, _Tiles):
+            self._tile_product(ctx, plan, ctx.flat_out[0], self.requant_args(ctx, mult))
+            return
         self.requantize(ctx, self.convolve(ctx, plan), mult, inner, channels)
 
 

@@ -139,7 +139,8 @@ def _dequantize(x, scale, zp, out, geo, wide, has_zp, n):
 
 
 @njit(cache=True, nogil=True, fastmath=False, inline="always")
-def _requantized(a, m, t, lo, hi):
+def requantized(a, m, t, lo, hi):
+    """saturate(rint(a * m + t)) of one int32 sum (m, t float64)."""
     return _saturate(np.rint(np.float64(a) * m + t), lo, hi)
 
 
@@ -157,7 +158,7 @@ def _requantize(acc, mult, off, zp, out, inner, count, lo, hi, n):
                 t = np.float64(zp[c if nz else 0])
                 if has_off:
                     t = off[c if no else 0] + t
-                out[i] = _requantized(acc[i], mult[c if nm else 0], t, lo, hi)
+                out[i] = requantized(acc[i], mult[c if nm else 0], t, lo, hi)
     else:
         for r in prange(n // inner):
             c = r % count
@@ -165,7 +166,7 @@ def _requantize(acc, mult, off, zp, out, inner, count, lo, hi, n):
             if has_off:
                 t = off[c if no else 0] + t
             for i in range(r * inner, (r + 1) * inner):
-                out[i] = _requantized(acc[i], m, t, lo, hi)
+                out[i] = requantized(acc[i], m, t, lo, hi)
 
 
 def _shift(x, zp, out, inner, count, n):
@@ -605,7 +606,8 @@ class Requantized:
         mult = None if any(v is None for v in values) else _multiplier(*values)
         return out, mult
 
-    def requantize(self, ctx, acc, mult, inner, count):
+    def requant_args(self, ctx, mult):
+        """(multiplier, offset, y zero point, lowest, highest) of this run's requantization."""
         if mult is None:
             mult = _multiplier(*(ctx.inputs[i] for i in self.SCALES))
         out = ctx.flat_out[0]
@@ -614,8 +616,13 @@ class Requantized:
         lo, hi, _ = RANGES[out.dtype]
         if self.floor_at_zero_point:
             lo = max(lo, int(zp[0]))
-        _REQUANTIZE.get(ctx.exact, _par(out.size))(acc, mult, self.offset, zp, out, inner,
-                                                    count, lo, hi, out.size)
+        return mult, self.offset, zp, lo, hi
+
+    def requantize(self, ctx, acc, mult, inner, count):
+        mult, off, zp, lo, hi = self.requant_args(ctx, mult)
+        out = ctx.flat_out[0]
+        _REQUANTIZE.get(ctx.exact, _par(out.size))(acc, mult, off, zp, out, inner, count, lo,
+                                                    hi, out.size)
 
 
 def _multiplier(a_scale, b_scale, y_scale) -> np.ndarray:

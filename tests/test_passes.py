@@ -81,17 +81,17 @@ def case(name):
                          n("MatMul", ["p", "v"], ["y"])], [q, k, v], [y], [scalar("c", np.sqrt(8))])
         hit, miss = attention(-1), attention(2)
     elif name == "sink_constant_nodes":
-        # int8 weights of 80 KiB as float32: DequantizeLinear is not folded (larger than
-        # its input and 64 KiB); listed first it would keep its result alive from the start
-        wq = const("wq", rng.integers(-128, 128, (4, 5120)).astype(np.int8))
-        ws = scalar("ws", 0.01)
+        # a (1, 5120) constant expanded to 80 KiB: Expand is not folded (more elements than
+        # its inputs, and over 64 KiB); listed first it would keep its result alive from the start
+        row = const("row", r(1, 5120))
+        shape = const("shape", np.array([4, 5120]))
 
         def dq(first):
-            deq = n("DequantizeLinear", ["wq", "ws"], ["w"])
+            deq = n("Expand", ["row", "shape"], ["w"])
             body = [n("Relu", ["x"], ["a"]), n("Reshape", ["a", "s"], ["b"])]
             rest = [n("MatMul", ["b", "w"], ["y"])]
             return make(([deq] + body if first else body + [deq]) + rest, [x], [y],
-                        [wq, ws, const("s", np.array([6, 4]))])
+                        [row, shape, const("s", np.array([6, 4]))])
         hit, miss = dq(True), dq(False)
     elif name == "recognize_qdq":
         x = tensor("x", F, [2, 5, 7, 7])

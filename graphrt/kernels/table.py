@@ -7,8 +7,8 @@ from .contrib.activations import BiasGelu, FastGelu, FusedConv, MsGelu, QuickGel
 from .contrib.attention import MaskBias, MsAttention
 from .contrib.normalization import (EmbedLayerNormalization, SimplifiedLayerNormalization,
                                     SkipLayerNormalization, SkipSimplifiedLayerNormalization)
-from .contrib.quantized import (DynamicQuantizeMatMul, MatMulIntegerToFloat, QGemm,
-                                QLinearAdd, QLinearAveragePool, QLinearConcat,
+from .contrib.quantized import (DynamicQuantizeLSTM, DynamicQuantizeMatMul, MatMulIntegerToFloat,
+                                QGemm, QLinearAdd, QLinearAveragePool, QLinearConcat,
                                 QLinearGlobalAveragePool, QLinearLeakyRelu, QLinearMul,
                                 QLinearSigmoid, QLinearSoftmax)
 from .control.sequence import (ConcatFromSequence, Optional, OptionalGetElement,
@@ -338,6 +338,7 @@ ALL: tuple[OpDef, ...] = (
     OpDef("", "SimplifiedLayerNormalization", 1, None, SimplifiedLayerNormalization),
     OpDef("com.microsoft", "MatMulIntegerToFloat", 1, None, MatMulIntegerToFloat),
     OpDef("com.microsoft", "DynamicQuantizeMatMul", 1, None, DynamicQuantizeMatMul),
+    OpDef("com.microsoft", "DynamicQuantizeLSTM", 1, None, DynamicQuantizeLSTM),
     OpDef("com.microsoft", "QGemm", 1, None, QGemm),
     OpDef("com.microsoft", "QLinearAdd", 1, None, QLinearAdd),
     OpDef("com.microsoft", "QLinearMul", 1, None, QLinearMul),

@@ -181,3 +181,37 @@ class QGemm(Lowered):
             quantized(b, y, 7, b.input(0))
         else:
             b.op("Mul", [wide, scale], outputs=[b.output(0)])
+
+
+class DynamicQuantizeLSTM(Lowered):
+    """(X, W, R[, B, sequence_lens, initial_h, initial_c, P], W_scale, W_zp, R_scale, R_zp):
+    an LSTM whose weights onnxruntime's quantizer stored as int8, transposed to
+    W (directions, input, 4 hidden) and R (directions, hidden, 4 hidden), with scales and
+    zero points per direction (directions) or per direction and gate column
+    (directions, 4 hidden). Run as the LSTM of the dequantized weights,
+
+        W' = transpose((W - W_zp) * W_scale, (0, 2, 1)),  R' likewise,
+
+    folded into float constants when the weights are. onnxruntime quantizes X and the hidden
+    state to uint8 at every step besides; graphrt keeps them float, so the two differ by that
+    rounding of the activations (the tests bound it)."""
+
+    def expand(self, b: Builder) -> None:
+        b.require(0, 1, 2, 8, 10)
+        attrs = dict(self.node.attrs)
+        w = self._weights(b, 1, 8)
+        r = self._weights(b, 2, 10)
+        b.op("LSTM", trimmed([b.input(0), w, r] + [b.input(i) for i in range(3, 8)]),
+             outputs=trimmed([b.output(i) for i in range(3)]), **attrs)
+
+    @staticmethod
+    def _weights(b: Builder, x: int, scale: int) -> str:
+        """Dequantized (directions, 4 hidden, width) float weights from input x and its
+        scale and zero point at inputs scale, scale + 1."""
+        per_column = b.const([0, 1, -1], "int64")       # (D) -> (D, 1, 1); (D, 4H) -> (D, 1, 4H)
+        s = b.op("Reshape", [b.input(scale), per_column])
+        v = b.op("CastLike", [b.input(x), s])
+        if b.input(scale + 1):
+            z = b.op("CastLike", [b.op("Reshape", [b.input(scale + 1), per_column]), s])
+            v = b.op("Sub", [v, z])
+        return b.op("Transpose", [b.op("Mul", [v, s])], perm=[0, 2, 1])

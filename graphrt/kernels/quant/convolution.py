@@ -181,11 +181,13 @@ def _pack_weights(w, wzp, groups) -> list:
     m, k = w.shape[0], w[0].size
     mg = m // groups
     mp = -(-mg // MR) * MR
-    rows = w.reshape(m, k).astype(np.int16) - np.asarray(wzp, np.int16).reshape(-1, 1)
+    rows = w.reshape(m, k)
+    z = np.broadcast_to(np.asarray(wzp, np.int16).reshape(-1, 1), (m, 1))
     out = []
     for gi in range(groups):
         a = np.zeros((mp, k + (k & 1)), np.int16)
-        a[:mg, :k] = rows[gi * mg:(gi + 1) * mg]
+        part = slice(gi * mg, (gi + 1) * mg)
+        np.subtract(rows[part], z[part], out=a[:mg, :k], dtype=np.int16)
         out.append(a.reshape(-1))
     return out
 
@@ -351,5 +353,8 @@ def _weight_sum_bound(ctx, w, zp) -> int:
     z = ctx.value(zp) if ctx.has_input(zp) else np.zeros(1, np.int64)
     if v is None or z is None or v.size == 0:
         return math.prod(ws[1:]) * shift_bound(ctx, w, zp)
-    shifted_w = v.reshape(ws[0], -1).astype(np.int64) - np.asarray(z, np.int64).reshape(-1, 1)
-    return int(np.abs(shifted_w).sum(axis=1).max())
+    # |w - z| <= 255 fits int16: one temporary of the weights' size, summed in int64
+    shifted_w = np.subtract(v.reshape(ws[0], -1), np.asarray(z, np.int16).reshape(-1, 1),
+                            dtype=np.int16)
+    np.abs(shifted_w, out=shifted_w)
+    return int(shifted_w.sum(axis=1, dtype=np.int64).max())

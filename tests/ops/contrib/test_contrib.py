@@ -129,6 +129,45 @@ def test_dynamic_quantize_matmul():
     against_onnxruntime("DynamicQuantizeMatMul", ins, ["y"], inits=["b", "b_scale", "b_zp"])
 
 
+@pytest.mark.parametrize("directions,per_column", [(1, False), (2, False), (2, True)])
+@pytest.mark.parametrize("constant", [False, True])
+def test_dynamic_quantize_lstm_is_the_lstm_of_its_dequantized_weights(directions, per_column,
+                                                                      constant):
+    """Bit for bit, in both modes, with weights as initializers (folded) or as inputs.
+    (Against onnxruntime, which also quantizes the activations at every step, on quantized
+    exporter models: test_onnxruntime_tools.py.)"""
+    d, t, b, i, h = directions, 5, 3, 12, 8
+    zs = (d, 4 * h) if per_column else (d,)
+    ins = {"x": rand((t, b, i), seed=1), "w": ints((d, i, 4 * h), -128, 128, np.int8, seed=2),
+           "r": ints((d, h, 4 * h), -128, 128, np.int8, seed=3), "bias": rand((d, 8 * h), seed=4),
+           "w_scale": np.asarray(rand(zs, seed=5) * 0.01 + 0.02, np.float32),
+           "w_zp": ints(zs, -5, 5, np.int8, seed=6),
+           "r_scale": np.asarray(rand(zs, seed=7) * 0.01 + 0.02, np.float32),
+           "r_zp": ints(zs, -5, 5, np.int8, seed=8)}
+    names = ["x", "w", "r", "bias", "", "", "", "", "w_scale", "w_zp", "r_scale", "r_zp"]
+    attrs = dict(hidden_size=h, direction="bidirectional" if d == 2 else "forward")
+    outs = [("y", np.float32), ("yh", np.float32), ("yc", np.float32)]
+    weights = ["w", "r", "w_scale", "w_zp", "r_scale", "r_zp"]
+    inits = [numpy_helper.from_array(ins[n], n) for n in weights] if constant else []
+    q = model_of("DynamicQuantizeLSTM", {n or f"none{k}": ins.get(n) for k, n in
+                                         enumerate(names)}, outs, attrs, 17, inits, MS)
+
+    def dequantized(v, scale, zp):
+        shape = (d, 1, -1)
+        wide = (v.astype(np.float32) - zp.reshape(shape).astype(np.float32)) * \
+            scale.reshape(shape)
+        return np.ascontiguousarray(wide.transpose(0, 2, 1))
+    f = {"x": ins["x"], "w": dequantized(ins["w"], ins["w_scale"], ins["w_zp"]),
+         "r": dequantized(ins["r"], ins["r_scale"], ins["r_zp"]), "bias": ins["bias"]}
+    ref = model_of("LSTM", f, outs, attrs, 17)
+    for mode in ("fast", "exact"):
+        opts = graphrt.SessionOptions(mode=mode)
+        got = graphrt.Session(q, opts).run(None, feeds_of(q, ins))
+        want = graphrt.Session(ref, opts).run(None, f)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w)
+
+
 def _q(shape, dtype, seed):
     info = np.iinfo(dtype)
     return ints(shape, info.min, info.max + 1, dtype, seed=seed)

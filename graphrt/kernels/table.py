@@ -4,7 +4,8 @@ from __future__ import annotations
 from .attention.attention import Attention, RotaryEmbedding
 from .attention.preview import CausalConvWithState, FlexAttention, LinearAttention
 from .contrib.activations import BiasGelu, FastGelu, FusedConv, MsGelu, QuickGelu
-from .contrib.attention import MaskBias, MsAttention
+from .contrib.attention import (MaskBias, MsAttention, MsRotaryEmbedding, MultiHeadAttention,
+                                QAttention, RotaryPositions)
 from .contrib.normalization import (EmbedLayerNormalization, SimplifiedLayerNormalization,
                                     SkipLayerNormalization, SkipSimplifiedLayerNormalization)
 from .contrib.quantized import (DynamicQuantizeLSTM, DynamicQuantizeMatMul, MatMulIntegerToFloat,
@@ -329,7 +330,11 @@ ALL: tuple[OpDef, ...] = (
     OpDef("com.microsoft", "FusedConv", 1, None, FusedConv),
     OpDef("com.microsoft", "Attention", 1, None, MsAttention),
     OpDef("com.microsoft", "FusedMatMul", 1, None, FusedMatMul),
+    OpDef("com.microsoft", "QAttention", 1, None, QAttention),
+    OpDef("com.microsoft", "MultiHeadAttention", 1, None, MultiHeadAttention),
+    OpDef("com.microsoft", "RotaryEmbedding", 1, None, MsRotaryEmbedding),
     OpDef("graphrt", "MaskBias", 1, None, MaskBias),      # written by Attention's expansion
+    OpDef("graphrt", "RotaryPositions", 1, None, RotaryPositions),  # by RotaryEmbedding's
     OpDef("com.microsoft", "SkipLayerNormalization", 1, None, SkipLayerNormalization),
     OpDef("com.microsoft", "EmbedLayerNormalization", 1, None, EmbedLayerNormalization),
     OpDef("com.microsoft", "SkipSimplifiedLayerNormalization", 1, None,

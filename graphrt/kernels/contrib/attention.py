@@ -78,37 +78,153 @@ class MaskBias(OpKernel):
                    ctx.flat_out[0])
 
 
+def _split_qkv(b: Builder, qkv: str, sizes) -> tuple[str, str, str]:
+    """Q, K, V from the last axis of qkv: equal thirds, or ``sizes``."""
+    q, k, v = b.temp(), b.temp(), b.temp()
+    if sizes:
+        b.op("Split", [qkv, b.const([int(s) for s in sizes], np.int64)], outputs=[q, k, v],
+             axis=-1)
+    else:
+        b.op("Split", [qkv], outputs=[q, k, v], axis=-1, num_outputs=3)
+    return q, k, v
+
+
+def _attend(b: Builder, q: str, k: str, v: str, mask: str, like: str, extra_bias: str,
+            heads: int, causal: bool, out: str) -> None:
+    """out = ai.onnx Attention of (batch, sequence, heads * size) Q, K, V with the additive
+    bias of ``mask`` (mask_index forms, MaskBias; ``like``: the (batch, sequence, hidden)
+    value whose shape it is read against) plus ``extra_bias``."""
+    a = b.info.attrs
+    bias = ""
+    if mask:
+        bias = b.op("MaskBias", [mask, like], domain="graphrt", opset=1,
+                    masked=float(a.get("mask_filter_value", -10000.0)))
+    if extra_bias:
+        bias = b.op("Add", [bias, extra_bias]) if bias else extra_bias
+    if bias:
+        bias = b.op("CastLike", [bias, q])
+    attrs = dict(q_num_heads=heads, kv_num_heads=heads, is_causal=int(causal))
+    if a.get("scale"):
+        attrs["scale"] = float(a["scale"])
+    b.op("Attention", [q, k, v] + ([bias] if bias else []), outputs=[out], **attrs)
+
+
+def _heads(b: Builder) -> int:
+    heads = b.info.attrs.get("num_heads")
+    if heads is None:
+        b.info.fail("attribute num_heads is required")
+    return int(heads)
+
+
+def _no_cache(b: Builder, past: tuple, present: tuple) -> None:
+    if any(b.input(i) for i in past) or any(b.output(i) for i in present):
+        b.refuse("past and present (the key-value cache) are not supported")
+    if int(b.info.attrs.get("do_rotary", 0)) or \
+            int(b.info.attrs.get("past_present_share_buffer", 0)):
+        b.refuse("do_rotary and past_present_share_buffer are not supported")
+
+
 class MsAttention(Lowered):
     def expand(self, b: Builder) -> None:
-        a = self.node.attrs
-        heads = a.get("num_heads")
-        if heads is None:
-            self.node.fail("attribute num_heads is required")
-        if b.input(4) or b.input(6) or b.output(1):
-            b.refuse("past and present (the key-value cache) are not supported")
-        if int(a.get("do_rotary", 0)) or int(a.get("past_present_share_buffer", 0)):
-            b.refuse("do_rotary and past_present_share_buffer are not supported")
+        heads = _heads(b)
+        _no_cache(b, (4, 6), (1,))
         b.require(0, 1)
         qkv = b.op("MatMul", [b.input(0), b.input(1)])
         if b.input(2):
             qkv = b.op("Add", [qkv, b.input(2)])
-        sizes = a.get("qkv_hidden_sizes")
-        q, k, v = b.temp(), b.temp(), b.temp()
-        if sizes:
-            b.op("Split", [qkv, b.const([int(s) for s in sizes], np.int64)], outputs=[q, k, v],
-                 axis=-1)
-        else:
-            b.op("Split", [qkv], outputs=[q, k, v], axis=-1, num_outputs=3)
-        bias = ""
+        q, k, v = _split_qkv(b, qkv, self.node.attrs.get("qkv_hidden_sizes"))
+        _attend(b, q, k, v, b.input(3), b.input(0), b.input(5), heads,
+                bool(int(self.node.attrs.get("unidirectional", 0))), b.output(0))
+
+
+class QAttention(Lowered):
+    """(input, weight, bias, input_scale, weight_scale[, mask_index[, input_zp[,
+    weight_zp[, past]]]]): Attention whose input projection is the quantized product
+
+        QKV = float((input - input_zp) @ (weight - weight_zp)) * (input_scale *
+              weight_scale) + bias       (MatMulIntegerToFloat: weight_scale per tensor or
+                                          per column)
+
+    followed by the heads of com.microsoft Attention (this module)."""
+
+    def expand(self, b: Builder) -> None:
+        from .quantized import scaled_product
+        heads = _heads(b)
+        _no_cache(b, (8,), (1,))
+        b.require(0, 1, 2, 3, 4)
+        qkv = b.temp()
+        scaled_product(b, b.input(0), b.input(1), b.input(3), b.input(4), b.input(6),
+                       b.input(7), b.input(2), qkv)
+        q, k, v = _split_qkv(b, qkv, None)
+        _attend(b, q, k, v, b.input(5), b.input(0), "", heads,
+                bool(int(self.node.attrs.get("unidirectional", 0))), b.output(0))
+
+
+class MultiHeadAttention(Lowered):
+    """(query, key, value[, bias[, key_padding_mask[, attention_bias]]]), query
+    (batch, sequence, hidden), key and value (batch, keys, hidden) (cross- or
+    self-attention with separate projections): Q, K, V plus their thirds of bias, then the
+    heads of com.microsoft Attention (this module; key_padding_mask in its mask_index forms
+    over the keys). Packed QKV or KV, 4-D (batch, heads, keys, size) keys and values, the
+    key-value cache and cache_indirection are refused."""
+
+    def expand(self, b: Builder) -> None:
+        heads = _heads(b)
+        _no_cache(b, (6, 7, 8, 9), (1, 2))
+        b.require(0)
+        if not b.input(1) or not b.input(2):
+            b.refuse("packed QKV or KV (no separate key and value) is not supported")
+        q, k, v = b.input(0), b.input(1), b.input(2)
         if b.input(3):
-            bias = b.op("MaskBias", [b.input(3), b.input(0)], domain="graphrt", opset=1,
-                        masked=float(a.get("mask_filter_value", -10000.0)))
-        if b.input(5):
-            bias = b.op("Add", [bias, b.input(5)]) if bias else b.input(5)
-        if bias:
-            bias = b.op("CastLike", [bias, b.input(0)])
-        attrs = dict(q_num_heads=int(heads), kv_num_heads=int(heads),
-                     is_causal=int(a.get("unidirectional", 0)))
-        if a.get("scale"):
-            attrs["scale"] = float(a["scale"])
-        b.op("Attention", [q, k, v] + ([bias] if bias else []), outputs=[b.output(0)], **attrs)
+            bq, bk, bv = _split_qkv(b, b.input(3), None)
+            q, k, v = b.op("Add", [q, bq]), b.op("Add", [k, bk]), b.op("Add", [v, bv])
+        _attend(b, q, k, v, b.input(4), b.input(1), b.input(5), heads,
+                bool(int(self.node.attrs.get("unidirectional", 0))), b.output(0))
+
+
+class RotaryPositions(OpKernel):
+    """(position_ids, input) -> (batch, sequence) int64 positions: position_ids itself when
+    it is (batch, sequence), offset + s for every batch when it is one offset (shape (1) or
+    ()); input is (batch, sequence, hidden) or (batch, heads, sequence, size)."""
+
+    supports_exact = True
+
+    def infer(self, ctx: InferContext) -> None:
+        if ctx.dtype(0) != np.int64:
+            ctx.fail(f"position_ids must be int64, not {ctx.dtype(0)}")
+        xs, ps = tuple(ctx.shape(1)), tuple(ctx.shape(0))
+        if len(xs) not in (3, 4):
+            ctx.fail(f"input must be 3-D or 4-D, got shape {list(xs)}")
+        batch, seq = xs[0], xs[len(xs) - 2]
+        if ps not in ((), (1,), (batch, seq)):
+            ctx.fail(f"position_ids of shape {list(ps)} must be one offset or "
+                     f"[{batch}, {seq}]")
+        ctx.set_output(0, np.dtype(np.int64), (batch, seq))
+        ctx.prepared = (batch, seq, len(ps) < 2)
+
+    def run(self, ctx: RunContext) -> None:
+        batch, seq, offset = ctx.prepared
+        pos, out = ctx.flat_in[0], ctx.flat_out[0].reshape(batch, seq)
+        if offset:
+            out[:] = pos[0] + np.arange(seq, dtype=np.int64)
+        else:
+            out[:] = pos.reshape(batch, seq)
+
+
+class MsRotaryEmbedding(Lowered):
+    """(input, position_ids, cos_cache, sin_cache): ai.onnx RotaryEmbedding (opset 23, the
+    same rotation: interleaved pairs or the two halves of the rotated dimensions) with
+    position_ids as an offset (1) or per token (batch, sequence); input (batch, sequence,
+    hidden) with num_heads, or (batch, heads, sequence, size). is_packed_batching is
+    refused; ``scale`` is not read by onnxruntime's CPU kernel either."""
+
+    def expand(self, b: Builder) -> None:
+        b.require(0, 1, 2, 3)
+        a = self.node.attrs
+        if int(a.get("is_packed_batching", 0)):
+            b.refuse("is_packed_batching=1 is not supported")
+        pos = b.op("RotaryPositions", [b.input(1), b.input(0)], domain="graphrt", opset=1)
+        attrs = {k: int(a[k]) for k in ("interleaved", "num_heads", "rotary_embedding_dim")
+                 if k in a}
+        b.op("RotaryEmbedding", [b.input(0), b.input(2), b.input(3), pos],
+             outputs=[b.output(0)], **attrs)

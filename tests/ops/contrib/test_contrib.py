@@ -283,6 +283,67 @@ def test_attention_refusals_name_the_node():
     expect_error(ErrorKind.UNSUPPORTED, graphrt.Session, model, match="key-value cache")
 
 
+@pytest.mark.parametrize("per_column,zero_points", [(False, False), (False, True), (True, True)])
+@pytest.mark.parametrize("mask", [False, True])
+def test_qattention(per_column, zero_points, mask):
+    """The quantized projection as MatMulIntegerToFloat computes it, then the heads; weights
+    below 64 in magnitude (no saturation in onnxruntime's uint8 x int8 kernel, see above)."""
+    batch, seq, hidden = 2, 5, 16
+    cols = 3 * hidden
+    ins = {"x": ints((batch, seq, hidden), 0, 256, np.uint8, seed=1),
+           "w": ints((hidden, cols), -64, 64, np.int8, seed=2), "bias": rand((cols,), seed=3),
+           "x_scale": np.array(0.01, np.float32),
+           "w_scale": np.asarray(rand((cols,) if per_column else (), seed=4) * 0.002 + 0.01,
+                                 np.float32),
+           "mask": np.array([5, 3], np.int32) if mask else None,
+           "x_zp": np.array(128, np.uint8) if zero_points else None,
+           "w_zp": (np.zeros(cols if per_column else (), np.int8) + 2) if zero_points else None}
+    against_onnxruntime("QAttention", ins, [("y", np.float32)], dict(num_heads=2),
+                        inits=["w", "bias", "w_scale"] + (["w_zp"] if zero_points else []))
+
+
+@pytest.mark.parametrize("cross", [False, True])
+@pytest.mark.parametrize("bias,mask", [(False, None), (True, None), (True, "keys"),
+                                       (False, "lengths")])
+def test_multi_head_attention(cross, bias, mask):
+    batch, seq, keys, hidden = 2, 4, 6 if cross else 4, 16
+    ins = {"q": rand((batch, seq, hidden), seed=1), "k": rand((batch, keys, hidden), seed=2),
+           "v": rand((batch, keys, hidden), seed=3),
+           "bias": rand((3 * hidden,), seed=4) if bias else None}
+    ins["mask"] = {None: None, "lengths": np.array([keys, 2], np.int32),
+                   "keys": ints((batch, keys), 0, 2, np.int32, seed=5) |
+                   np.eye(1, keys, 0, np.int32)}[mask]
+    against_onnxruntime("MultiHeadAttention", ins, ["y"], dict(num_heads=4))
+
+
+def test_multi_head_attention_refuses_packed_and_cached_forms():
+    ins = {"q": rand((1, 4, 2, 3, 8), seed=1)}
+    model = model_of("MultiHeadAttention", ins, [("y", np.float32)], dict(num_heads=2), 17, (), MS)
+    err = expect_error(ErrorKind.UNSUPPORTED, graphrt.Session, model, match="packed")
+    assert err.node == "the_node"
+
+
+@pytest.mark.parametrize("layout", ["bsh", "bnsh"])
+@pytest.mark.parametrize("interleaved", [0, 1])
+@pytest.mark.parametrize("positions", ["offset", "tokens"])
+@pytest.mark.parametrize("partial", [False, True])
+def test_rotary_embedding(layout, interleaved, positions, partial):
+    batch, heads, seq, size, max_pos = 2, 2, 5, 8, 16
+    rot = 4 if partial else size
+    shape = (batch, seq, heads * size) if layout == "bsh" else (batch, heads, seq, size)
+    ins = {"x": rand(shape, seed=1),
+           "pos": np.array([3], np.int64) if positions == "offset" else
+           ints((batch, seq), 0, max_pos, np.int64, seed=2),
+           "cos": rand((max_pos, rot // 2), seed=3), "sin": rand((max_pos, rot // 2), seed=4)}
+    attrs = dict(interleaved=interleaved)
+    if layout == "bsh":
+        attrs["num_heads"] = heads
+    if partial:
+        attrs["rotary_embedding_dim"] = rot
+        attrs["num_heads"] = heads
+    against_onnxruntime("RotaryEmbedding", ins, ["y"], attrs)
+
+
 # ----------------------------------------------------------------------------- products
 
 @pytest.mark.parametrize("ta,tb", [(0, 0), (1, 0), (0, 1), (1, 1)])

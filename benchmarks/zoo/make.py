@@ -446,6 +446,19 @@ def crnn_int8_dynamic(path):
     return feeds
 
 
+def bert_int4(path):
+    """bert with its projection weights as 4-bit blocks of 32 (onnxruntime's
+    MatMulNBitsQuantizer, the weight-only quantization of language models; it rewrites
+    MatMul by a constant, so not gpt2, whose projections torch exports as Gemm)."""
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    src, feeds = _from("bert", os.path.dirname(path), bert)
+    q = MatMulNBitsQuantizer(onnx.load(src), bits=4, block_size=32)
+    q.process()
+    q.model.save_model_to_file(path, use_external_data_format=False)
+    return feeds
+
+
 def _static(path, fmt_name):
     """resnet18 quantized by onnxruntime's quantize_static in format ``fmt_name`` (QDQ or
     QOperator), calibrated on four random images."""
@@ -576,13 +589,13 @@ def skl_forest(path):
 MODELS = {f.__name__: f for f in (
     bert, bert_dynamo, distilbert, gpt2, vit, whisper_encoder, t5_encoder, resnet18,
     mobilenet_v3, yolo, bilstm_tagger, gru_classifier, streaming_vad, crnn, torch_cond,
-    torch_while, scripted_loop, mlp_dynamo, bert_int8_dynamic, crnn_int8_dynamic,
+    torch_while, scripted_loop, mlp_dynamo, bert_int8_dynamic, crnn_int8_dynamic, bert_int4,
     resnet18_int8_qdq, resnet18_int8_qop, mobilenet_fp16, bert_fp16, vit_fp16, bert_optimized, bert_eager, bert_eager_optimized,
     vit_optimized, skl_logistic, skl_mlp, skl_forest)}
 
 # the quantized and float16 models measure issue #17's work; the ai.onnx.ml ones (a linear
 # classifier, a tree ensemble) #16's
-OTHER_ISSUES = {"bert_int8_dynamic", "crnn_int8_dynamic", "resnet18_int8_qdq",
+OTHER_ISSUES = {"bert_int8_dynamic", "crnn_int8_dynamic", "bert_int4", "resnet18_int8_qdq",
                 "resnet18_int8_qop", "mobilenet_fp16", "bert_fp16", "vit_fp16", "bert_optimized",
                 "bert_eager_optimized", "vit_optimized", "skl_logistic", "skl_forest"}
 

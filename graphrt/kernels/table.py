@@ -59,6 +59,7 @@ from .nn.pool import (AveragePool, GlobalAveragePool, GlobalLpPool, GlobalMaxPoo
 from .nn.resize import Resize, Upsample
 from .nn.roi import RoiAlign
 from .nn.softmax import Hardmax, LogSoftmax, Softmax
+from .quant.nbits import MatMulNBits
 from .quant.convolution import ConvInteger, QLinearConv
 from .quant.quantize import (DequantizeLinear, DynamicQuantizeLinear, MatMulInteger,
                              QLinearMatMul, QuantizeLinear)
@@ -344,6 +345,7 @@ ALL: tuple[OpDef, ...] = (
     OpDef("com.microsoft", "MatMulIntegerToFloat", 1, None, MatMulIntegerToFloat),
     OpDef("com.microsoft", "DynamicQuantizeMatMul", 1, None, DynamicQuantizeMatMul),
     OpDef("com.microsoft", "DynamicQuantizeLSTM", 1, None, DynamicQuantizeLSTM),
+    OpDef("com.microsoft", "MatMulNBits", 1, None, MatMulNBits),
     OpDef("com.microsoft", "QGemm", 1, None, QGemm),
     OpDef("com.microsoft", "QLinearAdd", 1, None, QLinearAdd),
     OpDef("com.microsoft", "QLinearMul", 1, None, QLinearMul),

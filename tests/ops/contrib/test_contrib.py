@@ -168,6 +168,70 @@ def test_dynamic_quantize_lstm_is_the_lstm_of_its_dequantized_weights(directions
             np.testing.assert_array_equal(g, w)
 
 
+def _nbits_model(k, n, bits, block, symmetric, bias):
+    """A MatMul (+ Add) of random float weights turned into MatMulNBits by onnxruntime's
+    own MatMulNBitsQuantizer, as users make them."""
+    nbits = pytest.importorskip("onnxruntime.quantization.matmul_nbits_quantizer")
+    from onnx import TensorProto, helper
+    from ...models import make
+    w = rand((k, n), seed=40) * 2
+    nodes = [helper.make_node("MatMul", ["a", "w"], ["p" if bias else "y"])]
+    inits = [numpy_helper.from_array(w, "w")]
+    if bias:
+        nodes.append(helper.make_node("Add", ["p", "b"], ["y"]))
+        inits.append(numpy_helper.from_array(rand((n,), seed=41), "b"))
+    model = make(nodes, [helper.make_tensor_value_info("a", TensorProto.FLOAT, ["m", k])],
+                 [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits,
+                 opset=17)
+    q = nbits.MatMulNBitsQuantizer(model, bits=bits, block_size=block,
+                                   is_symmetric=symmetric)
+    q.process()
+    return q.model.model
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("symmetric", [False, True])
+@pytest.mark.parametrize("k,n,block", [(256, 40, 32), (200, 24, 64)])
+def test_matmul_nbits_from_the_quantizer(bits, symmetric, k, n, block):
+    """Against onnxruntime on one row (the one-pass kernel) and on several (dequantized
+    weights and the matrix product), in both modes; K = 200 has a partial last block."""
+    model = _nbits_model(k, n, bits, block, symmetric, bias=False)
+    assert [nd.op_type for nd in model.graph.node] == ["MatMulNBits"]
+    ort = pytest.importorskip("onnxruntime")
+    want_sess = ort.InferenceSession(model.SerializeToString(),
+                                     providers=["CPUExecutionProvider"])
+    for mode in ("fast", "exact"):
+        sess = graphrt.Session(model, graphrt.SessionOptions(mode=mode))
+        for rows in (1, 3, 17):
+            a = {"a": rand((rows, k), seed=rows)}
+            got, want = sess.run(None, a)[0], want_sess.run(None, a)[0]
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+def test_matmul_nbits_bias_batch_axes_and_refusals():
+    k, n = 64, 16
+    model = _nbits_model(k, n, 4, 32, False, bias=False)
+    node = model.graph.node[0]
+    ins = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    b, scales, zp = (ins[node.input[i]] for i in range(1, 4))
+    bias = rand((n,), seed=3)
+    a = rand((2, 3, k), seed=4)
+    full = {"a": a, "b": b, "scales": scales, "zp": zp, "g_idx": None, "bias": bias}
+    attrs = dict(K=k, N=n, bits=4, block_size=32)
+    got = against_onnxruntime("MatMulNBits", full, ["y"], attrs,
+                              inits=["b", "scales", "zp", "bias"], atol=1e-4)[0]
+    assert got.shape == (2, 3, n)
+    full["zp"] = scales.copy()          # float zero points
+    m = model_of("MatMulNBits", full, [("y", np.float32)], attrs, 17, (), MS)
+    err = expect_error(ErrorKind.UNSUPPORTED,
+                       lambda: graphrt.Session(m).run(None, feeds_of(m, full)), match="zero_points")
+    assert err.node == "the_node"
+    bad = model_of("MatMulNBits", {"a": a, "b": b, "scales": scales}, [("y", np.float32)],
+                   dict(attrs, bits=3), 17, (), MS)
+    expect_error(ErrorKind.UNSUPPORTED, graphrt.Session, bad, match="bits=3")
+
+
 def _q(shape, dtype, seed):
     info = np.iinfo(dtype)
     return ints(shape, info.min, info.max + 1, dtype, seed=seed)

@@ -1,0 +1,275 @@
+"""com.microsoft MatMulNBits: a product with weights of 2, 4 or 8 bits in blocks along K,
+as onnxruntime's MatMulNBitsQuantizer writes it for language models:
+
+    Y[..., j] = sum_k A[..., k] * W[j, k] (+ bias[j]),
+    W[j, k]   = (q[j, k] - z[j, k // block_size]) * scale[j, k // block_size]
+
+q: B (N, blocks, blob) uint8, blocks = ceil(K / block_size), blob = block_size * bits / 8,
+the values of one byte low bits first (k = 2t in the low nibble of a 4-bit byte t); scale:
+N * blocks values of A's type, column j's blocks in a row; z: zero_points as uint8 packed
+the same way, ceil(blocks * bits / 8) bytes per column, or absent (2^(bits - 1)).
+
+One row (M = 1: decoding a token) runs as one pass over the packed weights, columns in
+parallel: 4-bit weights decode eight values (one little-endian word) at a time straight
+into the dot product, other widths a column at a time into a cache-resident buffer; the
+weights are read once and never widened in memory. More rows dequantize W into scratch
+(N x K floats, for the run only) and run graphrt's matrix product as Y^T = W @ A^T (W's
+rows as its A operand). The one-pass dot product sends value k to partial sum k % 8 and
+adds the eight as ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)): a fixed order, so the
+bits depend on the inputs only, in both modes. Refused: float zero points and g_idx
+(act-order). onnxruntime's accuracy_level 4 quantizes A to int8 blocks (a further error of
+up to about 1 %, see docs/contrib-ops.md); graphrt computes in float32 at every level.
+"""
+from __future__ import annotations
+
+import math
+import sys
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from ...errors import ErrorKind
+from ...threads import ensure_layer
+from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.jit import Variants
+from ..gemm.product import PARALLEL_WORK, Product
+
+F32 = np.dtype(np.float32)
+SMALL_M = 1         # rows from which W is dequantized for the matrix product
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _zero_point(zp, j, b, zrow, bits, default):
+    if zp.size == 0:
+        return default
+    per = 8 // bits
+    return np.float32((zp[j * zrow + b // per] >> ((b % per) * bits)) & ((1 << bits) - 1))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _zero_point4(zp, row, b):
+    """The 4-bit zero point of block b of the column whose packed zero points start at
+    zp[row] (8 without zero points)."""
+    if zp.size == 0:
+        return np.float32(8)
+    return np.float32((np.int32(zp[row + (b >> np.uint64(1))]) >>
+                       np.int32(4 * (b & np.uint64(1)))) & 15)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _decode(packed, scales, zp, j, b, geo, buf):
+    """buf[t] = W[j, b * block + t] for the block's t < its length (returned)."""
+    k, bits, block, blocks, blob, zrow = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
+    per = 8 // bits
+    mask = (1 << bits) - 1
+    s = scales[j * blocks + b]
+    z = _zero_point(zp, j, b, zrow, bits, np.float32(1 << (bits - 1)))
+    base = (j * blocks + b) * blob
+    kn = min(block, k - b * block)
+    if bits == 4:                           # the common case: two values a byte
+        # unsigned indices: numba's wraparound of negative ones would keep the loop scalar
+        ub = np.uint64(base)
+        for u in range(np.uint64(kn // 2)):
+            v = np.int32(packed[ub + u])
+            buf[np.uint64(2) * u] = (np.float32(v & 15) - z) * s
+            buf[np.uint64(2) * u + np.uint64(1)] = (np.float32(v >> 4) - z) * s
+        if kn & 1:
+            buf[kn - 1] = (np.float32(np.int32(packed[base + kn // 2]) & 15) - z) * s
+    else:
+        for u in range(-(-kn // per)):
+            v = np.int32(packed[base + u])
+            for e in range(min(per, kn - u * per)):
+                buf[u * per + e] = (np.float32((v >> (e * bits)) & mask) - z) * s
+    return kn
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _group_shift(block):
+    """log2(block / 8): a group of eight values g lies in block g >> it."""
+    shift = np.uint64(0)
+    while (np.uint64(1) << shift) < np.uint64(block // 8):
+        shift += np.uint64(1)
+    return shift
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _column(packed, scales, zp, geo, j, buf):
+    """buf[k] = W[j, k] for every k < K."""
+    k, bits, blocks, block, blob = geo[0], geo[1], geo[3], geo[2], geo[4]
+    if bits == 4 and k % 8 == 0:
+        shift = _group_shift(block)
+        base, sb, zb = np.uint64(j * blocks * blob), np.uint64(j * blocks), np.uint64(j * geo[5])
+        for g in range(np.uint64(k // 8)):
+            bi = g >> shift
+            sc = scales[sb + bi]
+            z = _zero_point4(zp, zb, bi)
+            for e in range(np.uint64(4)):
+                v = np.int32(packed[base + np.uint64(4) * g + e])
+                t = np.uint64(8) * g + np.uint64(2) * e
+                buf[t] = (np.float32(v & 15) - z) * sc
+                buf[t + np.uint64(1)] = (np.float32(v >> 4) - z) * sc
+    else:
+        for b in range(blocks):
+            _decode(packed, scales, zp, j, b, geo, buf[b * block:])
+
+
+def _rows(a, m, packed, words, scales, zp, geo, bias, out, work):
+    """out[i * N + j] = Y[i, j] for the m rows of a, one pass over the packed weights
+    (columns in parallel). One row of 4-bit weights (K a multiple of 8) decodes eight values
+    (one word) at a time straight into the eight partial sums; more rows, or other widths,
+    decode each column once into a buffer the rows share. Either way value k goes to
+    partial sum k % 8: the same bits."""
+    k, blocks, block, n = geo[0], geo[3], geo[2], geo[6]
+    has_b = bias.size > 0
+    fused = m == 1 and geo[1] == 4 and k % 8 == 0 and words.size > 0
+    shift = _group_shift(block)
+    for j in prange(n):
+        if fused:
+            base = np.uint64(j * blocks * geo[4] // 4)
+            sb, zb = np.uint64(j * blocks), np.uint64(j * geo[5])
+            s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = np.float32(0)
+            for g in range(np.uint64(k // 8)):
+                bi = g >> shift
+                sc = scales[sb + bi]
+                z = _zero_point4(zp, zb, bi)
+                # eight values in one little-endian word: value e in bits 4e .. 4e + 3
+                v = words[base + g]
+                t = np.uint64(8) * g
+                s0 += a[t] * ((np.float32(v & 15) - z) * sc)
+                s1 += a[t + np.uint64(1)] * ((np.float32((v >> 4) & 15) - z) * sc)
+                s2 += a[t + np.uint64(2)] * ((np.float32((v >> 8) & 15) - z) * sc)
+                s3 += a[t + np.uint64(3)] * ((np.float32((v >> 12) & 15) - z) * sc)
+                s4 += a[t + np.uint64(4)] * ((np.float32((v >> 16) & 15) - z) * sc)
+                s5 += a[t + np.uint64(5)] * ((np.float32((v >> 20) & 15) - z) * sc)
+                s6 += a[t + np.uint64(6)] * ((np.float32((v >> 24) & 15) - z) * sc)
+                s7 += a[t + np.uint64(7)] * ((np.float32((v >> 28) & 15) - z) * sc)
+            acc = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))
+            out[j] = acc + bias[j] if has_b else acc
+            continue
+        buf = work[numba.get_thread_id()]
+        _column(packed, scales, zp, geo, j, buf)
+        for i in range(m):
+            o = np.uint64(i * k)
+            s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = np.float32(0)
+            t = np.uint64(0)
+            while t + np.uint64(8) <= np.uint64(k):
+                s0 += a[o + t] * buf[t]
+                s1 += a[o + t + np.uint64(1)] * buf[t + np.uint64(1)]
+                s2 += a[o + t + np.uint64(2)] * buf[t + np.uint64(2)]
+                s3 += a[o + t + np.uint64(3)] * buf[t + np.uint64(3)]
+                s4 += a[o + t + np.uint64(4)] * buf[t + np.uint64(4)]
+                s5 += a[o + t + np.uint64(5)] * buf[t + np.uint64(5)]
+                s6 += a[o + t + np.uint64(6)] * buf[t + np.uint64(6)]
+                s7 += a[o + t + np.uint64(7)] * buf[t + np.uint64(7)]
+                t += np.uint64(8)
+            tail = np.float32(0)
+            while t < np.uint64(k):
+                tail += a[o + t] * buf[t]
+                t += np.uint64(1)
+            acc = (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + tail
+            out[i * n + j] = acc + bias[j] if has_b else acc
+
+
+def _dequantize(packed, scales, zp, geo, w):
+    """w[j * K + k] = W[j, k] (N x K, row-major; columns in parallel)."""
+    k, n = geo[0], geo[6]
+    for j in prange(n):
+        _column(packed, scales, zp, geo, j, w[j * k:])
+
+
+@njit(cache=True, nogil=True)
+def _transposed(yt, m, n, bias, out):
+    """out[i * n + j] = yt[j * m + i] (+ bias[j] where bias is not empty)."""
+    has_b = bias.size > 0
+    for i in range(m):
+        for j in range(n):
+            out[i * n + j] = yt[j * m + i] + bias[j] if has_b else yt[j * m + i]
+
+
+def _words(packed, bits):
+    """packed as little-endian uint32 words where 4-bit blobs are whole words (block_size
+    >= 16: 8 bytes or more) and the buffer is aligned, else an empty array."""
+    if bits != 4 or packed.size % 4 or packed.ctypes.data % 4 or sys.byteorder != "little":
+        return np.zeros(0, np.uint32)
+    return packed.view(np.uint32)
+
+
+ROWS = Variants(_rows, "matmul_nbits_rows", parallel=True)
+DEQUANTIZE = Variants(_dequantize, "matmul_nbits_dequantize", parallel=True)
+
+
+class MatMulNBits(OpKernel):
+    supports_exact = True
+
+    def __init__(self, node):
+        super().__init__(node)
+        for name in ("K", "N"):
+            if node.attr(name) is None:
+                node.fail(f"attribute {name} is required")
+        self.k, self.n = int(node.attr("K")), int(node.attr("N"))
+        self.bits = int(node.attr("bits", 4))
+        self.block = int(node.attr("block_size", 0))
+        if self.bits not in (2, 4, 8):
+            node.fail(f"bits={self.bits} is not supported (2, 4 and 8 are)",
+                      ErrorKind.UNSUPPORTED)
+        if self.block < 16 or self.block & (self.block - 1):
+            node.fail(f"block_size={self.block} must be a power of 2 of at least 16")
+
+    def infer(self, ctx: InferContext) -> None:
+        k, n, bits, block = self.k, self.n, self.bits, self.block
+        if ctx.dtype(0) != F32:
+            ctx.fail(f"A of element type {ctx.dtype(0)} is not supported (float32 is)",
+                     ErrorKind.UNSUPPORTED)
+        a_shape = tuple(ctx.shape(0))
+        if not a_shape or a_shape[-1] != k:
+            ctx.fail(f"A of shape {list(a_shape)} must end in K = {k}")
+        blocks = -(-k // block)
+        blob = block * bits // 8
+        if ctx.dtype(1) != np.uint8 or math.prod(ctx.shape(1)) != n * blocks * blob:
+            ctx.fail(f"B must be uint8 of {n} x {blocks} x {blob} bytes, got "
+                     f"{ctx.dtype(1)} {list(ctx.shape(1))}")
+        if ctx.dtype(2) != F32 or math.prod(ctx.shape(2)) != n * blocks:
+            ctx.fail(f"scales must be {n * blocks} values of A's type, got {ctx.dtype(2)} "
+                     f"{list(ctx.shape(2))}")
+        zrow = -(-blocks * bits // 8)
+        if ctx.has_input(3):
+            if ctx.dtype(3) != np.uint8:
+                ctx.fail(f"zero_points of element type {ctx.dtype(3)} are not supported "
+                         "(packed uint8 are)", ErrorKind.UNSUPPORTED)
+            if math.prod(ctx.shape(3)) != n * zrow:
+                ctx.fail(f"zero_points must be {n} x {zrow} packed bytes, got "
+                         f"{list(ctx.shape(3))}")
+        if ctx.has_input(4):
+            ctx.fail("g_idx (act-order block indices) is not supported", ErrorKind.UNSUPPORTED)
+        if ctx.has_input(5) and (ctx.dtype(5) != F32 or tuple(ctx.shape(5)) != (n,)):
+            ctx.fail(f"bias must be float32 of shape [{n}]")
+        m = math.prod(a_shape[:-1])
+        ctx.set_output(0, F32, a_shape[:-1] + (n,))
+        geo = np.array([k, bits, block, blocks, blob, zrow, n], np.int64)
+        parallel = m * n * k >= PARALLEL_WORK or n * k >= PARALLEL_WORK
+        ensure_layer()          # numba.get_thread_id needs the threading layer running
+        if m <= SMALL_M:
+            ctx.prepared = (geo, m, ROWS.get(ctx.exact, parallel), None)
+        else:
+            # Y^T = W @ A^T: W's rows as the product's A (row-major, as dequantized)
+            product = Product(F32, n, m, k, (k, 1), (1, k), exact=ctx.exact)
+            ctx.prepared = (geo, m, DEQUANTIZE.get(ctx.exact, parallel), product)
+
+    def run(self, ctx: RunContext) -> None:
+        geo, m, fn, product = ctx.prepared
+        flat = ctx.flat_in
+        a, packed, scales = flat[0], flat[1], flat[2]
+        zp = flat[3] if len(flat) > 3 and flat[3] is not None else np.zeros(0, np.uint8)
+        bias = flat[5] if len(flat) > 5 and flat[5] is not None else np.zeros(0, F32)
+        out = ctx.flat_out[0]
+        if product is None:
+            # a column's values, rounded up to whole blocks
+            work = scratch(ctx, F32, (numba.config.NUMBA_NUM_THREADS, int(geo[3]) * self.block))
+            fn(a, m, packed, _words(packed, self.bits), scales, zp, geo, bias, out, work)
+            return
+        w = scratch(ctx, F32, (self.n * self.k,))
+        fn(packed, scales, zp, geo, w)
+        yt = scratch(ctx, F32, (self.n * m,))
+        product(w, a, yt)
+        _transposed(yt, m, self.n, bias, out)

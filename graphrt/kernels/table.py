@@ -3,9 +3,11 @@ from __future__ import annotations
 
 from .attention.attention import Attention, RotaryEmbedding
 from .attention.preview import CausalConvWithState, FlexAttention, LinearAttention
-from .contrib.activations import BiasGelu, FastGelu, FusedConv, MsGelu, QuickGelu
-from .contrib.attention import (MaskBias, MsAttention, MsRotaryEmbedding, MultiHeadAttention,
-                                QAttention, RotaryPositions)
+from .contrib.activations import (BiasGelu, BiasRows, BiasSoftmax, FastGelu, FusedConv, MsGelu,
+                                  QuickGelu)
+from .contrib.attention import (CacheLengths, GroupQueryAttention, MaskBias, MsAttention,
+                                MsRotaryEmbedding, MultiHeadAttention, QAttention,
+                                RotaryPositions)
 from .contrib.normalization import (EmbedLayerNormalization, SimplifiedLayerNormalization,
                                     SkipLayerNormalization, SkipSimplifiedLayerNormalization)
 from .contrib.quantized import (DynamicQuantizeLSTM, DynamicQuantizeMatMul, MatMulIntegerToFloat,
@@ -328,6 +330,8 @@ ALL: tuple[OpDef, ...] = (
     OpDef("com.microsoft", "BiasGelu", 1, None, BiasGelu),
     OpDef("com.microsoft", "FastGelu", 1, None, FastGelu),
     OpDef("com.microsoft", "QuickGelu", 1, None, QuickGelu),
+    OpDef("com.microsoft", "BiasSoftmax", 1, None, BiasSoftmax),
+    OpDef("graphrt", "BiasRows", 1, None, BiasRows),      # written by BiasSoftmax's expansion
     OpDef("com.microsoft", "FusedConv", 1, None, FusedConv),
     OpDef("com.microsoft", "Attention", 1, None, MsAttention),
     OpDef("com.microsoft", "FusedMatMul", 1, None, FusedMatMul),
@@ -336,6 +340,8 @@ ALL: tuple[OpDef, ...] = (
     OpDef("com.microsoft", "RotaryEmbedding", 1, None, MsRotaryEmbedding),
     OpDef("graphrt", "MaskBias", 1, None, MaskBias),      # written by Attention's expansion
     OpDef("graphrt", "RotaryPositions", 1, None, RotaryPositions),  # by RotaryEmbedding's
+    OpDef("com.microsoft", "GroupQueryAttention", 1, None, GroupQueryAttention),
+    OpDef("graphrt", "CacheLengths", 1, None, CacheLengths),  # by GroupQueryAttention's
     OpDef("com.microsoft", "SkipLayerNormalization", 1, None, SkipLayerNormalization),
     OpDef("com.microsoft", "EmbedLayerNormalization", 1, None, EmbedLayerNormalization),
     OpDef("com.microsoft", "SkipSimplifiedLayerNormalization", 1, None,

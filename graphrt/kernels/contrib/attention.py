@@ -16,12 +16,14 @@ cache), do_rotary and the (3 batch + 2) mask form are refused.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
 from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext
-from ..core.lowering import Builder, Lowered
+from ..core.lowering import Builder, Lowered, trimmed
 
 F32 = np.dtype(np.float32)
 LENGTHS, SPANS, KEYS, QUERY_KEYS = range(4)
@@ -228,3 +230,78 @@ class MsRotaryEmbedding(Lowered):
                  if k in a}
         b.op("RotaryEmbedding", [b.input(0), b.input(2), b.input(3), pos],
              outputs=[b.output(0)], **attrs)
+
+
+class CacheLengths(OpKernel):
+    """(query, seqlens_k, total_sequence_length[, past_key]) -> query, unchanged, once the
+    lengths are those of a cache graphrt's Attention keeps: either a first prompt (no past,
+    total = sequence; seqlens_k[b] + 1 <= total, rows past it right padding) or a past of P
+    positions for every batch (total = P + sequence = seqlens_k[b] + 1). A shared, partly
+    filled buffer or a batch of unequal lengths is refused when it arrives."""
+
+    supports_exact = True
+
+    def infer(self, ctx: InferContext) -> None:
+        for i in (1, 2):
+            if ctx.dtype(i) != np.int32:
+                ctx.fail(f"input {i} must be int32, not {ctx.dtype(i)}")
+        qs = tuple(ctx.shape(0))
+        if len(qs) != 3:
+            ctx.fail(f"query of shape {list(qs)} must be (batch, sequence, hidden)")
+        if tuple(ctx.shape(1)) != (qs[0],) or math.prod(ctx.shape(2)) != 1:
+            ctx.fail(f"seqlens_k must be [{qs[0]}] and total_sequence_length one value")
+        past = int(ctx.shape(3)[2]) if ctx.has_input(3) and len(ctx.shape(3)) == 4 else 0
+        ctx.set_output(0, ctx.dtype(0), qs)
+        ctx.prepared = (qs[1], past)
+
+    def run(self, ctx: RunContext) -> None:
+        seq, past = ctx.prepared
+        q, lens, total = ctx.flat_in[0], ctx.flat_in[1], int(ctx.flat_in[2][0])
+        if total != past + seq:
+            ctx.node.fail(f"total_sequence_length {total} is not the past's {past} plus the "
+                          f"sequence's {seq} (a shared key-value buffer is not supported)",
+                          ErrorKind.UNSUPPORTED)
+        if lens.size and (lens.max() + 1 > total or lens.min() < 0 or
+                          (past and lens.min() + 1 != total)):
+            ctx.node.fail(f"seqlens_k {lens.tolist()} must be total_sequence_length - 1 "
+                          f"({total - 1}) for every batch once there is a past (a padded "
+                          "batch is not supported)", ErrorKind.UNSUPPORTED)
+        ctx.flat_out[0][:] = q
+
+
+class GroupQueryAttention(Lowered):
+    """(query, key, value[, past_key, past_value], seqlens_k, total_sequence_length[, ...,
+    attention_bias]): causal grouped-query attention over the past and the new keys, query
+    head h using key/value head h // (num_heads / kv_num_heads), the new keys appended to
+    the (batch, kv heads, past, size) cache as present_key/present_value: ai.onnx
+    Attention with is_causal, its past and present, scale and softcap, after
+    ``CacheLengths`` has checked the lengths. Refused: packed QKV, do_rotary,
+    local_window_size, smooth_softmax, head_sink, position_ids."""
+
+    def expand(self, b: Builder) -> None:
+        a = self.node.attrs
+        heads = _heads(b)
+        kv = a.get("kv_num_heads")
+        if kv is None:
+            self.node.fail("attribute kv_num_heads is required")
+        b.require(0, 5, 6)
+        if not b.input(1) or not b.input(2):
+            b.refuse("packed QKV (no separate key and value) is not supported")
+        for name, off in (("do_rotary", (0,)), ("local_window_size", (-1,)),
+                          ("smooth_softmax", (-1, 0))):
+            if int(a.get(name, off[0])) not in off:
+                b.refuse(f"{name}={int(a[name])} is not supported")
+        if any(b.input(i) for i in (7, 8, 9, 11)):
+            b.refuse("cos/sin caches, position_ids and head_sink are not supported")
+        if bool(b.input(3)) != bool(b.input(4)):
+            self.node.fail("past_key and past_value must be given together")
+        q = b.op("CacheLengths", trimmed([b.input(0), b.input(5), b.input(6), b.input(3)]),
+                 domain="graphrt", opset=1)
+        attrs = dict(q_num_heads=heads, kv_num_heads=int(kv), is_causal=1)
+        if a.get("scale"):
+            attrs["scale"] = float(a["scale"])
+        if a.get("softcap"):
+            attrs["softcap"] = float(a["softcap"])
+        b.op("Attention", trimmed([q, b.input(1), b.input(2), b.input(10), b.input(3),
+                                   b.input(4)]),
+             outputs=trimmed([b.output(0), b.output(1), b.output(2)]), **attrs)

@@ -52,6 +52,39 @@ def test_gelu_family(dtype):
     against_onnxruntime("QuickGelu", {"x": x}, ["y"], dict(alpha=1.5), atol=atol)
 
 
+def _softmax_rows(x, axis):
+    rows = x.reshape(int(np.prod(x.shape[:axis])), -1).astype(np.float64)
+    e = np.exp(rows - rows.max(axis=1, keepdims=True))
+    return (e / e.sum(axis=1, keepdims=True)).reshape(x.shape)
+
+
+@pytest.mark.parametrize("inner,axis,bias_shape,want_shape", [
+    (1, 3, (2, 1, 1, 6), (2, 1, 1, 6)),       # a key mask per batch over the heads' scores
+    (1, 3, (2, 6), (2, 1, 1, 6)),             # the same rows given flat
+    (0, 3, (5, 6), (1, 1, 5, 6)),             # one bias for every batch and head
+    (0, 2, (3, 5, 6), (1, 3, 5, 6)),          # softmax over the last two axes together
+    (1, 2, (2, 5, 6), (2, 1, 5, 6)),
+])
+def test_bias_softmax(inner, axis, bias_shape, want_shape):
+    """onnxruntime has no CPU kernel for BiasSoftmax: against numpy, with its CUDA kernel's
+    broadcasting (bias rows repeated over the axes before ``axis`` or over the leading
+    ones)."""
+    x, bias = rand((2, 3, 5, 6), seed=1) * 3, rand(bias_shape, seed=2)
+    want = _softmax_rows(x + bias.reshape(want_shape), axis)
+    model = model_of("BiasSoftmax", {"x": x, "bias": bias}, [("y", np.float32)],
+                     dict(axis=axis, is_inner_broadcast=inner), 17, (), MS)
+    for mode in ("fast", "exact"):
+        got = graphrt.Session(model, graphrt.SessionOptions(mode=mode)).run(
+            None, {"x": x, "bias": bias})[0]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+    bad = model_of("BiasSoftmax", {"x": x, "bias": rand((4, 6), seed=3)}, [("y", np.float32)],
+                   dict(axis=axis, is_inner_broadcast=inner), 17, (), MS)
+    err = expect_error(ErrorKind.INVALID_MODEL,
+                       lambda: graphrt.Session(bad).run(None, {"x": x, "bias": rand((4, 6))}),
+                       match="whole rows")
+    assert err.node == "the_node"
+
+
 # ----------------------------------------------------------------------------- normalisations
 
 @pytest.mark.parametrize("bias", [False, True])
@@ -385,6 +418,42 @@ def test_multi_head_attention_refuses_packed_and_cached_forms():
     model = model_of("MultiHeadAttention", ins, [("y", np.float32)], dict(num_heads=2), 17, (), MS)
     err = expect_error(ErrorKind.UNSUPPORTED, graphrt.Session, model, match="packed")
     assert err.node == "the_node"
+
+
+@pytest.mark.parametrize("batch,seq,past", [(2, 5, 0), (2, 1, 3), (1, 3, 4)])
+@pytest.mark.parametrize("softcap", [0.0, 2.0])
+def test_group_query_attention(batch, seq, past, softcap):
+    """A first prompt, a decoding step of two sequences and a continued prompt (onnxruntime
+    takes a past with several new tokens for one sequence only)."""
+    heads, kv, size = 4, 2, 8
+    ins = {"q": rand((batch, seq, heads * size), seed=1),
+           "k": rand((batch, seq, kv * size), seed=2),
+           "v": rand((batch, seq, kv * size), seed=3),
+           "pk": rand((batch, kv, past, size), seed=4) if past else None,
+           "pv": rand((batch, kv, past, size), seed=5) if past else None,
+           "seqlens": np.full(batch, past + seq - 1, np.int32),
+           "total": np.array(past + seq, np.int32)}
+    attrs = dict(num_heads=heads, kv_num_heads=kv)
+    if softcap:
+        attrs["softcap"] = softcap
+    against_onnxruntime("GroupQueryAttention", ins, ["y", "present_k", "present_v"], attrs)
+
+
+def test_group_query_attention_refuses_what_it_cannot_keep():
+    heads, kv, size = 2, 1, 8
+    ins = {"q": rand((2, 1, heads * size), seed=1), "k": rand((2, 1, kv * size), seed=2),
+           "v": rand((2, 1, kv * size), seed=3), "pk": rand((2, kv, 3, size), seed=4),
+           "pv": rand((2, kv, 3, size), seed=5), "seqlens": np.array([3, 1], np.int32),
+           "total": np.array(4, np.int32)}
+    model = model_of("GroupQueryAttention", ins, [("y", np.float32)],
+                     dict(num_heads=heads, kv_num_heads=kv), 17, (), MS)
+    err = expect_error(ErrorKind.UNSUPPORTED,
+                       lambda: graphrt.Session(model).run(None, feeds_of(model, ins)),
+                       match="padded batch")
+    assert err.node == "the_node"
+    rotary = model_of("GroupQueryAttention", ins, [("y", np.float32)],
+                      dict(num_heads=heads, kv_num_heads=kv, do_rotary=1), 17, (), MS)
+    expect_error(ErrorKind.UNSUPPORTED, graphrt.Session, rotary, match="do_rotary")
 
 
 @pytest.mark.parametrize("layout", ["bsh", "bnsh"])

@@ -26,11 +26,10 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ... import dtypes as _dt
 from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import PARALLEL_MIN
-from ..core.floats import F32, compute_dtype, run_wide
+from ..core.floats import F32, FLOATS, compute_dtype, run_wide
 from ..core.jit import Variants
 from ..core.pointwise import scale_shift_relu
 from ..core.summation import DEVIATION_MAGNITUDES, DEVIATION_SQUARES, VALUES
@@ -244,9 +243,10 @@ class _Norm(OpKernel):
 
 
 def _check_float(ctx, *idx):
+    """float16, bfloat16 (computed in float32, rounded once), float32 or float64."""
     for i in idx:
         if ctx.has_input(i):
-            ctx.check_dtype(i, _dt.FLOATS)
+            ctx.check_dtype(i, FLOATS)
 
 
 def _axis(ctx, axis, r):

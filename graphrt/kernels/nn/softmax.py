@@ -24,10 +24,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ... import dtypes as _dt
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import PARALLEL_MIN
-from ..core.floats import run_wide
+from ..core.floats import FLOATS, run_wide
 from ..core.jit import FAST_MATH, Variants
 from ..core.summation import VALUES
 from ..math.exactmath import FastExact, exp as _own_exp, log as _own_log
@@ -150,7 +149,7 @@ class Softmax(OpKernel):
         self.axis = int(node.attr("axis", 1 if self.coerce_2d else -1))
 
     def infer(self, ctx: InferContext) -> None:
-        dt = ctx.check_dtype(0, _dt.FLOATS)
+        dt = ctx.check_dtype(0, FLOATS)     # bfloat16 too (opset 13 on), via float32
         shape = tuple(ctx.shape(0))
         r = len(shape)
         if not -r <= self.axis < r:

@@ -36,7 +36,7 @@ from ..core.jit import Variants
 from ..gemm.product import PARALLEL_WORK, Product
 
 F32 = np.dtype(np.float32)
-SMALL_M = 1         # rows from which W is dequantized for the matrix product
+SMALL_M = 1         # rows run in one pass over the packed weights; more dequantize W
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -32,7 +32,7 @@ from numba import njit, prange
 from ... import dtypes as _dt
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import BLOCK, PARALLEL_MIN
-from ..core.floats import F16, F64, compute_dtype, run_wide
+from ..core.floats import F64, FLOATS, HALF, compute_dtype, run_wide
 from ..core.jit import Variants
 from ..core.summation import MAGNITUDES, SQUARES, VALUES, Summer, cols_work
 from ..math.exactmath import FastExact, exact_twin, exp as XEXP, log as XLOG
@@ -325,9 +325,10 @@ def _variants(template, name, consts, exact):
 
 # ----------------------------------------------------------------------------- kernels
 
-_SUMMABLE = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64, np.int32,
-                                           np.int64, np.uint32, np.uint64))
-_ORDERED = _dt.NUMERIC | _dt.BOOL
+# the 16-bit floats (bfloat16 too) are reduced in float32 and rounded once
+_SUMMABLE = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64,
+                                           np.uint32, np.uint64)) | HALF
+_ORDERED = _dt.NUMERIC | _dt.BOOL | HALF
 
 
 def _lowest(dt):
@@ -432,7 +433,8 @@ class _Reduce(OpKernel):
 
     def jit_call(self, ctx: RunContext):
         x, out = ctx.flat_in[0], ctx.flat_out[0]
-        if ctx.prepared[1] or type(self).run is not _Reduce.run or F16 in (x.dtype, out.dtype):
+        if ctx.prepared[1] or type(self).run is not _Reduce.run or x.dtype in HALF or \
+                out.dtype in HALF:
             return None
         return self._call(ctx, x, out)
 
@@ -500,7 +502,7 @@ class ReduceLogSum(_Reduce):
     supports_exact = True
     KERNELS = _Kernels("reduce_log_sum", _same, _add, _log, summer=VALUES,
                        exact=dict(FINISH=exact_twin(_log, "reduce_log", XLOG=XLOG)))
-    ALLOWED = _dt.FLOATS
+    ALLOWED = FLOATS
     FLOAT_ACC_UNTIL = 28
 
 
@@ -510,5 +512,5 @@ class ReduceLogSumExp(_Reduce):
     KERNELS = _Kernels("reduce_lse", _same, _max, _log_sum_exp, two_pass=True,
                        exact=dict(FINISH=exact_twin(_log_sum_exp, "reduce_lse_log", XLOG=XLOG)))
     IDENTITY = staticmethod(lambda dt: -np.inf)
-    ALLOWED = _dt.FLOATS
+    ALLOWED = FLOATS
     FLOAT_ACC_UNTIL = 28

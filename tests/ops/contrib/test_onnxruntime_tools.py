@@ -71,25 +71,21 @@ class Calibration(quantization.CalibrationDataReader):
         return next(self.data, None)
 
 
-@pytest.mark.parametrize("stem", ["torch_attention_opset13", "torch_transformer_opset14",
-                                  "paddle_transformer"])
+_PRODUCTS = (2e-6, ["DynamicQuantizeLinear", "MatMulInteger"])
+_LSTM = (1e-2, ["DynamicQuantizeLSTM"])
+
+
+@pytest.mark.parametrize("stem,expected", [
+    ("torch_attention_opset13", _PRODUCTS), ("torch_transformer_opset14", _PRODUCTS),
+    ("paddle_transformer", _PRODUCTS), ("torch_lstm_opset13", _LSTM), ("tf2onnx_rnn", _LSTM)])
 @pytest.mark.parametrize("per_channel", [False, True])
-def test_dynamically_quantized(tmp_path, stem, per_channel):
+def test_dynamically_quantized(tmp_path, stem, expected, per_channel):
     src, feeds = fixture(stem)
     out = str(tmp_path / "q.onnx")
     quantization.quantize_dynamic(src, out, weight_type=quantization.QuantType.QInt8,
                                   per_channel=per_channel, reduce_range=True)
-    compare(out, feeds, 2e-6, ops=["DynamicQuantizeLinear", "MatMulInteger"])
-
-
-@pytest.mark.parametrize("stem", ["torch_lstm_opset13", "tf2onnx_rnn"])
-@pytest.mark.parametrize("per_channel", [False, True])
-def test_dynamically_quantized_lstm(tmp_path, stem, per_channel):
-    src, feeds = fixture(stem)
-    out = str(tmp_path / "q.onnx")
-    quantization.quantize_dynamic(src, out, weight_type=quantization.QuantType.QInt8,
-                                  per_channel=per_channel, reduce_range=True)
-    compare(out, feeds, 1e-2, ops=["DynamicQuantizeLSTM"])
+    tol, ops = expected
+    compare(out, feeds, tol, ops=ops)
 
 
 @pytest.mark.parametrize("stem", ["torch_cnn_opset13", "tf2onnx_cnn"])

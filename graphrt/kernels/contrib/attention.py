@@ -202,13 +202,13 @@ class RotaryPositions(OpKernel):
             ctx.fail(f"position_ids of shape {list(ps)} must be one offset or "
                      f"[{batch}, {seq}]")
         ctx.set_output(0, np.dtype(np.int64), (batch, seq))
-        ctx.prepared = (batch, seq, len(ps) < 2)
+        ctx.prepared = (batch, seq, np.arange(seq, dtype=np.int64) if len(ps) < 2 else None)
 
     def run(self, ctx: RunContext) -> None:
-        batch, seq, offset = ctx.prepared
+        batch, seq, steps = ctx.prepared
         pos, out = ctx.flat_in[0], ctx.flat_out[0].reshape(batch, seq)
-        if offset:
-            out[:] = pos[0] + np.arange(seq, dtype=np.int64)
+        if steps is not None:
+            np.add(steps, pos[0], out=out)
         else:
             out[:] = pos.reshape(batch, seq)
 
@@ -287,10 +287,9 @@ class GroupQueryAttention(Lowered):
         b.require(0, 5, 6)
         if not b.input(1) or not b.input(2):
             b.refuse("packed QKV (no separate key and value) is not supported")
-        for name, off in (("do_rotary", (0,)), ("local_window_size", (-1,)),
-                          ("smooth_softmax", (-1, 0))):
-            if int(a.get(name, off[0])) not in off:
-                b.refuse(f"{name}={int(a[name])} is not supported")
+        if int(a.get("do_rotary", 0)) or int(a.get("local_window_size", -1)) != -1 or \
+                int(a.get("smooth_softmax", -1)) == 1:
+            b.refuse("do_rotary, local_window_size and smooth_softmax are not supported")
         if any(b.input(i) for i in (7, 8, 9, 11)):
             b.refuse("cos/sin caches, position_ids and head_sink are not supported")
         if bool(b.input(3)) != bool(b.input(4)):

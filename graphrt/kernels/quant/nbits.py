@@ -36,7 +36,6 @@ from ..core.jit import Variants
 from ..gemm.product import PARALLEL_WORK, Product
 
 F32 = np.dtype(np.float32)
-SMALL_M = 1         # rows run in one pass over the packed weights; more dequantize W
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -59,7 +58,7 @@ def _zero_point4(zp, row, b):
 
 @njit(cache=True, nogil=True, inline="always")
 def _decode(packed, scales, zp, j, b, geo, buf):
-    """buf[t] = W[j, b * block + t] for the block's t < its length (returned)."""
+    """buf[t] = W[j, b * block + t] for the block's t < its length."""
     k, bits, block, blocks, blob, zrow = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
     per = 8 // bits
     mask = (1 << bits) - 1
@@ -67,21 +66,10 @@ def _decode(packed, scales, zp, j, b, geo, buf):
     z = _zero_point(zp, j, b, zrow, bits, np.float32(1 << (bits - 1)))
     base = (j * blocks + b) * blob
     kn = min(block, k - b * block)
-    if bits == 4:                           # the common case: two values a byte
-        # unsigned indices: numba's wraparound of negative ones would keep the loop scalar
-        ub = np.uint64(base)
-        for u in range(np.uint64(kn // 2)):
-            v = np.int32(packed[ub + u])
-            buf[np.uint64(2) * u] = (np.float32(v & 15) - z) * s
-            buf[np.uint64(2) * u + np.uint64(1)] = (np.float32(v >> 4) - z) * s
-        if kn & 1:
-            buf[kn - 1] = (np.float32(np.int32(packed[base + kn // 2]) & 15) - z) * s
-    else:
-        for u in range(-(-kn // per)):
-            v = np.int32(packed[base + u])
-            for e in range(min(per, kn - u * per)):
-                buf[u * per + e] = (np.float32((v >> (e * bits)) & mask) - z) * s
-    return kn
+    for u in range(-(-kn // per)):
+        v = np.int32(packed[base + u])
+        for e in range(min(per, kn - u * per)):
+            buf[u * per + e] = (np.float32((v >> (e * bits)) & mask) - z) * s
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -114,15 +102,14 @@ def _column(packed, scales, zp, geo, j, buf):
             _decode(packed, scales, zp, j, b, geo, buf[b * block:])
 
 
-def _rows(a, m, packed, words, scales, zp, geo, bias, out, work):
-    """out[i * N + j] = Y[i, j] for the m rows of a, one pass over the packed weights
-    (columns in parallel). One row of 4-bit weights (K a multiple of 8) decodes eight values
-    (one word) at a time straight into the eight partial sums; more rows, or other widths,
-    decode each column once into a buffer the rows share. Either way value k goes to
-    partial sum k % 8: the same bits."""
+def _row(a, packed, words, scales, zp, geo, bias, out, work):
+    """out[j] = Y[0, j] for the one row a, one pass over the packed weights (columns in
+    parallel). 4-bit weights (K a multiple of 8) decode eight values (one word) at a time
+    straight into the eight partial sums; other widths decode each column into a buffer
+    first. Either way value k goes to partial sum k % 8."""
     k, blocks, block, n = geo[0], geo[3], geo[2], geo[6]
     has_b = bias.size > 0
-    fused = m == 1 and geo[1] == 4 and k % 8 == 0 and words.size > 0
+    fused = geo[1] == 4 and k % 8 == 0 and words.size > 0
     shift = _group_shift(block)
     for j in prange(n):
         if fused:
@@ -149,26 +136,24 @@ def _rows(a, m, packed, words, scales, zp, geo, bias, out, work):
             continue
         buf = work[numba.get_thread_id()]
         _column(packed, scales, zp, geo, j, buf)
-        for i in range(m):
-            o = np.uint64(i * k)
-            s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = np.float32(0)
-            t = np.uint64(0)
-            while t + np.uint64(8) <= np.uint64(k):
-                s0 += a[o + t] * buf[t]
-                s1 += a[o + t + np.uint64(1)] * buf[t + np.uint64(1)]
-                s2 += a[o + t + np.uint64(2)] * buf[t + np.uint64(2)]
-                s3 += a[o + t + np.uint64(3)] * buf[t + np.uint64(3)]
-                s4 += a[o + t + np.uint64(4)] * buf[t + np.uint64(4)]
-                s5 += a[o + t + np.uint64(5)] * buf[t + np.uint64(5)]
-                s6 += a[o + t + np.uint64(6)] * buf[t + np.uint64(6)]
-                s7 += a[o + t + np.uint64(7)] * buf[t + np.uint64(7)]
-                t += np.uint64(8)
-            tail = np.float32(0)
-            while t < np.uint64(k):
-                tail += a[o + t] * buf[t]
-                t += np.uint64(1)
-            acc = (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + tail
-            out[i * n + j] = acc + bias[j] if has_b else acc
+        s0 = s1 = s2 = s3 = s4 = s5 = s6 = s7 = np.float32(0)
+        t = np.uint64(0)
+        while t + np.uint64(8) <= np.uint64(k):
+            s0 += a[t] * buf[t]
+            s1 += a[t + np.uint64(1)] * buf[t + np.uint64(1)]
+            s2 += a[t + np.uint64(2)] * buf[t + np.uint64(2)]
+            s3 += a[t + np.uint64(3)] * buf[t + np.uint64(3)]
+            s4 += a[t + np.uint64(4)] * buf[t + np.uint64(4)]
+            s5 += a[t + np.uint64(5)] * buf[t + np.uint64(5)]
+            s6 += a[t + np.uint64(6)] * buf[t + np.uint64(6)]
+            s7 += a[t + np.uint64(7)] * buf[t + np.uint64(7)]
+            t += np.uint64(8)
+        tail = np.float32(0)
+        while t < np.uint64(k):
+            tail += a[t] * buf[t]
+            t += np.uint64(1)
+        acc = (((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7))) + tail
+        out[j] = acc + bias[j] if has_b else acc
 
 
 def _dequantize(packed, scales, zp, geo, w):
@@ -187,15 +172,18 @@ def _transposed(yt, m, n, bias, out):
             out[i * n + j] = yt[j * m + i] + bias[j] if has_b else yt[j * m + i]
 
 
+_NO_ZP, _NO_BIAS, _NO_WORDS = np.zeros(0, np.uint8), np.zeros(0, F32), np.zeros(0, np.uint32)
+
+
 def _words(packed, bits):
     """packed as little-endian uint32 words where 4-bit blobs are whole words (block_size
     >= 16: 8 bytes or more) and the buffer is aligned, else an empty array."""
     if bits != 4 or packed.size % 4 or packed.ctypes.data % 4 or sys.byteorder != "little":
-        return np.zeros(0, np.uint32)
+        return _NO_WORDS
     return packed.view(np.uint32)
 
 
-ROWS = Variants(_rows, "matmul_nbits_rows", parallel=True)
+ROW = Variants(_row, "matmul_nbits_row", parallel=True)
 DEQUANTIZE = Variants(_dequantize, "matmul_nbits_dequantize", parallel=True)
 
 
@@ -247,10 +235,10 @@ class MatMulNBits(OpKernel):
         m = math.prod(a_shape[:-1])
         ctx.set_output(0, F32, a_shape[:-1] + (n,))
         geo = np.array([k, bits, block, blocks, blob, zrow, n], np.int64)
-        parallel = m * n * k >= PARALLEL_WORK or n * k >= PARALLEL_WORK
+        parallel = m * n * k >= PARALLEL_WORK
         ensure_layer()          # numba.get_thread_id needs the threading layer running
-        if m <= SMALL_M:
-            ctx.prepared = (geo, m, ROWS.get(ctx.exact, parallel), None)
+        if m == 1:
+            ctx.prepared = (geo, m, ROW.get(ctx.exact, parallel), None)
         else:
             # Y^T = W @ A^T: W's rows as the product's A (row-major, as dequantized)
             product = Product(F32, n, m, k, (k, 1), (1, k), exact=ctx.exact)
@@ -260,13 +248,13 @@ class MatMulNBits(OpKernel):
         geo, m, fn, product = ctx.prepared
         flat = ctx.flat_in
         a, packed, scales = flat[0], flat[1], flat[2]
-        zp = flat[3] if len(flat) > 3 and flat[3] is not None else np.zeros(0, np.uint8)
-        bias = flat[5] if len(flat) > 5 and flat[5] is not None else np.zeros(0, F32)
+        zp = flat[3] if len(flat) > 3 and flat[3] is not None else _NO_ZP
+        bias = flat[5] if len(flat) > 5 and flat[5] is not None else _NO_BIAS
         out = ctx.flat_out[0]
         if product is None:
             # a column's values, rounded up to whole blocks
             work = scratch(ctx, F32, (numba.config.NUMBA_NUM_THREADS, int(geo[3]) * self.block))
-            fn(a, m, packed, _words(packed, self.bits), scales, zp, geo, bias, out, work)
+            fn(a, packed, _words(packed, self.bits), scales, zp, geo, bias, out, work)
             return
         w = scratch(ctx, F32, (self.n * self.k,))
         fn(packed, scales, zp, geo, w)

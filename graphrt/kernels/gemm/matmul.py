@@ -14,7 +14,7 @@ from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import broadcast_shape, element_strides
 from ..core.floats import (HALF, compute_dtype, narrow, result_buffer, wide_constants, widen,
                            widen_input)
-from .product import Product, batch_offsets
+from .product import ConstantB, Product, batch_offsets
 
 
 class MatMul(OpKernel):
@@ -27,6 +27,10 @@ class MatMul(OpKernel):
                                              np.uint32, np.uint64)) | HALF
     trans_a = trans_b = False       # FusedMatMul: the last two axes of A or B swapped
     alpha = 1.0                     # FusedMatMul: the product times alpha (one rounding)
+
+    def __init__(self, node):
+        super().__init__(node)
+        self._b = ConstantB()
 
     def infer(self, ctx: InferContext) -> None:
         dt = ctx.same_dtype(0, 1)
@@ -49,21 +53,28 @@ class MatMul(OpKernel):
         shape = batch + ((m,) if len(sa) > 1 else ()) + ((n,) if len(sb) > 1 else ())
         ctx.set_output(0, dt, shape)
         wd = compute_dtype(dt)
-        product = Product(wd, m, n, k, (1, m) if ta else (k, 1), (1, k) if tb else (n, 1),
+        # constant 2-D weights: laid out once for the product (ConstantB)
+        bc = ctx.value(1) if len(sb) == 2 and n > 1 else None
+        if bc is not None:
+            bc = self._b.of(bc, tb, wd, ctx.exact)
+        b_strides = self._b.strides if bc is not None else (1, k) if tb else (n, 1)
+        product = Product(wd, m, n, k, (1, m) if ta else (k, 1), b_strides,
                           batch_offsets(a2[:-2], batch, m * k),
-                          batch_offsets(b2[:-2], batch, k * n), exact=ctx.exact, fold=True)
-        ctx.prepared = (product, wd != dt, wide_constants(ctx, 0, 1))
+                          batch_offsets(b2[:-2], batch, k * n), exact=ctx.exact, fold=True,
+                          panels=bc is not None and self._b.panels)
+        ctx.prepared = (product, bc, wd != dt,
+                        wide_constants(ctx, 0) if bc is not None else wide_constants(ctx, 0, 1))
 
     def absorb_relu(self, prepared) -> bool:
         """Relu in the tiles, not where the result is rounded to a narrow float after."""
-        product, narrowed, _ = prepared
+        product, _, narrowed, _ = prepared
         return not narrowed and self.alpha == 1.0 and product.absorb_relu()
 
     def run(self, ctx: RunContext) -> None:
-        product, _, wide = ctx.prepared
+        product, bc, _, wide = ctx.prepared
         out = ctx.flat_out[0]
         buf = result_buffer(ctx, out)
-        product(widen_input(ctx, 0, wide), widen_input(ctx, 1, wide), buf)
+        product(widen_input(ctx, 0, wide), widen_input(ctx, 1, wide) if bc is None else bc, buf)
         if self.alpha != 1.0:
             np.multiply(buf, buf.dtype.type(self.alpha), out=buf)
         narrow(out, buf)
@@ -97,7 +108,7 @@ class Gemm(OpKernel):
         self.trans_b = int(node.attr("transB", 0)) != 0
         self.alpha = float(node.attr("alpha", 1.0))
         self.beta = float(node.attr("beta", 1.0))
-        self._bt = None         # (constant B, its k-major copy): see _k_major
+        self._b = ConstantB()
 
     def infer(self, ctx: InferContext) -> None:
         has_c = ctx.has_input(2)
@@ -121,35 +132,24 @@ class Gemm(OpKernel):
             c_strides = element_strides(sc, (m, n))
         ctx.set_output(0, dt, (m, n))
         wd = compute_dtype(dt)
-        # A constant B' (a layer's weights, transB=1 as exporters write Linear) is laid out
-        # k-major once: the product then reads its columns in place instead of packing them
-        # in every run (or, for a few rows, running scalar chains over them). Each element's
-        # chain is the same, so are the bits.
-        bt = self._k_major(ctx.value(1), wd) if self.trans_b else None
-        trans_b = self.trans_b and bt is None
-        ctx.prepared = (Product(wd, m, n, k, (1, m) if self.trans_a else (k, 1),
-                                (1, k) if trans_b else (n, 1), exact=ctx.exact, gemm=True,
-                                alpha=self.alpha, beta=self.beta, c_strides=c_strides), bt,
-                         wd != dt, wide_constants(ctx, 0, 2) if bt is not None else
+        # a constant B' (a layer's weights): laid out once for the product (ConstantB), not
+        # packed in every run (or, for a few rows over a transposed B, scalar chains)
+        bc = ctx.value(1)
+        bc = self._b.of(bc, self.trans_b, wd, ctx.exact) if bc is not None and n > 1 else None
+        b_strides = self._b.strides if bc is not None else (1, k) if self.trans_b else (n, 1)
+        ctx.prepared = (Product(wd, m, n, k, (1, m) if self.trans_a else (k, 1), b_strides,
+                                exact=ctx.exact, gemm=True, alpha=self.alpha, beta=self.beta,
+                                c_strides=c_strides, panels=bc is not None and self._b.panels), bc,
+                         wd != dt, wide_constants(ctx, 0, 2) if bc is not None else
                          wide_constants(ctx, 0, 1, 2))
-
-    def _k_major(self, b, dtype):
-        """B' of a constant transposed B in ``dtype``, made once per kernel (shared by its
-        plans)."""
-        if b is None:
-            return None
-        cached = self._bt
-        if cached is None or cached[0] is not b:
-            cached = self._bt = (b, np.ascontiguousarray(b.T, dtype=dtype).reshape(-1))
-        return cached[1]
 
     def absorb_relu(self, prepared) -> bool:
         product, _, narrowed, _ = prepared
         return not narrowed and product.absorb_relu()
 
     def run(self, ctx: RunContext) -> None:
-        product, bt, _, wide = ctx.prepared
-        b = widen_input(ctx, 1, wide) if bt is None else bt
+        product, bc, _, wide = ctx.prepared
+        b = widen_input(ctx, 1, wide) if bc is None else bc
         out = ctx.flat_out[0]
         buf = result_buffer(ctx, out)
         product(widen_input(ctx, 0, wide), b, buf, widen_input(ctx, 2, wide))

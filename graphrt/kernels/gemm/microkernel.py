@@ -149,12 +149,14 @@ def few_rows(a, ao, a_si, a_sk, b, bo, b_sk, out, oo, ldo, rows, cols, kk, exact
 
 
 def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk,
-                  ap, bp, cb, exact, btab, epi, kt):
+                  ap, bp, cb, exact, btab, panels, epi, kt):
     """out[oo + i*ldo + j] = A[i, :] @ B[:, j] for i < rows, j < cols (module docstring),
     NC columns at a time. ``ap``, ``bp``, ``cb``: scratch from carve(work, rows, cols, kk);
     ``kt``: the micro-kernels of the mode and element type (kernels(dtype, exact)).
     A non-empty ``btab`` (B's columns contiguous) places B's row k at b[bo + btab[k]]
-    (NO_TABLE: at b[bo + k*b_sk]). ``epi`` = (e, e_off, e_si, flags): the
+    (NO_TABLE: at b[bo + k*b_sk]). ``panels``: B is laid out as pack_panels makes it (b_sk
+    = NR, b_sj = kk: the panel of column j0, a multiple of NR, starts at b[bo + j0 * kk]),
+    read in place, never packed. ``epi`` = (e, e_off, e_si, flags): the
     epilogue the micro-kernel applies as it stores (micro_ir; e_off for the tile's
     element (0, 0), e's columns contiguous); flags 0: none. Returns whether it was applied:
     not where some rows fall to the padded edge path (then the caller makes its pass)."""
@@ -162,6 +164,12 @@ def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols
         for i in range(rows):
             for j in range(cols):
                 out[oo + i * ldo + j] = 0
+        return False
+    if rows < FEW_ROWS and panels:
+        nr = cb.size // MR
+        for j0 in range(0, cols, nr):
+            few_rows(a, ao, a_si, a_sk, b, bo + j0 * kk, nr, out, oo + j0, ldo, rows,
+                     min(nr, cols - j0), kk, exact)
         return False
     if rows < FEW_ROWS and b_sk == 1 and b_sj != 1 and btab.size == 0:
         _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, exact)
@@ -173,7 +181,7 @@ def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols
     nc = bp.size // max(1, min(KC, kk))
     for jc in range(0, cols, nc):
         _block(a, ao, a_si, a_sk, b, bo + jc * b_sj, b_sk, b_sj, out, oo + jc, ldo, rows,
-               min(nc, cols - jc), kk, ap, bp, cb, exact, btab,
+               min(nc, cols - jc), kk, ap, bp, cb, exact, btab, panels,
                (epi[0], epi[1] + jc, epi[2], epi[3] if fuse else 0), kt)
     return fuse
 
@@ -182,13 +190,29 @@ def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols
 NO_TABLE = np.zeros(0, dtype=np.int64)
 
 
+def pack_panels(bk: np.ndarray, dtype) -> np.ndarray:
+    """A k-major B (K x N) as the tile products read it with ``panels``: NR-column panels,
+    each K rows of NR contiguous values (zeros past N), one after another -- every tile then
+    streams its B from consecutive memory (a weight matrix read in place, rows far apart,
+    cost about twice the time when it was not in cache)."""
+    dt = np.dtype(dtype)
+    nr = nr_of(dt.itemsize)
+    k, n = bk.shape
+    p = -(-n // nr)
+    out = np.zeros((p, k, nr), dtype=dt)
+    wide = np.zeros((k, p * nr), dtype=dt)
+    wide[:, :n] = bk
+    out[...] = wide.reshape(k, p, nr).transpose(1, 0, 2)
+    return out.reshape(-1)
+
+
 def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, ap,
-                    bp, cb, exact, btab, epi, kt):
+                    bp, cb, exact, btab, panels, epi, kt):
     nr = cb.size // MR
     table = btab.size > 0
     # B's rows are read in place where its columns are contiguous (only edge panels are
     # packed): packing would cost a copy per element for little gain at these sizes
-    direct = b_sj == 1
+    direct = b_sj == 1 or panels
     # A's rows are read in place too where its k is contiguous (only edge panels of other
     # heights are packed): measured faster at every size, and much faster for narrow
     # products, where a packed A element would serve only ``cols`` multiply-adds
@@ -207,7 +231,7 @@ def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, co
         for jp in range(npan):
             j0 = jp * nr
             w = min(nr, cols - j0)
-            if direct and (w == nr or not padded):
+            if direct and (w == nr or not padded or panels):
                 continue
             base = jp * kc * nr
             for k in range(kc):
@@ -221,15 +245,17 @@ def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, co
                         bp[d + jj] = b[s + jj * b_sj]
                 for jj in range(w, nr):
                     bp[d + jj] = 0
-        for ic in range(0, rows, MC):
-            mc = min(MC, rows - ic)
+        # A read in place needs no L2 block of its rows: all rows then share each B panel
+        # while it is in L1 (only the last panel may be packed, into the scratch's first)
+        for ic in range(0, rows, rows if direct_a else MC):
+            mc = rows - ic if direct_a else min(MC, rows - ic)
             mpan = (mc + MR - 1) // MR
             for ip in range(mpan):
                 i0 = ic + ip * MR
                 h = min(MR, rows - i0)
                 if direct_a and h >= 4:
                     continue
-                base = ip * kc * MR
+                base = 0 if direct_a else ip * kc * MR
                 for k in range(kc):
                     d = base + k * MR
                     s = ao + i0 * a_si + (pc + k) * a_sk
@@ -246,8 +272,10 @@ def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, co
                     co = oo + i0 * ldo + j0
                     full_h = h == MR or h == 8 or h == 4
                     split_h = direct_a and not full_h and h > 4
-                    in_place = direct and (w == nr or full_h or split_h)
-                    if in_place:
+                    in_place = panels or (direct and (w == nr or full_h or split_h))
+                    if panels:
+                        bsrc, boff, ldb = b, bo + j0 * kk + pc * nr, nr
+                    elif in_place:
                         bsrc, boff, ldb = b, bo + (0 if table else pc * b_sk) + j0, b_sk
                     else:
                         bsrc, boff, ldb = bp, jp * kc * nr, nr
@@ -258,7 +286,7 @@ def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, co
                     if direct_a and (full_h or split_h):
                         asrc, aoff, a_k, a_r = a, ao + i0 * a_si + pc, 1, a_si
                     else:
-                        asrc, aoff, a_k, a_r = ap, ip * kc * MR, MR, 1
+                        asrc, aoff, a_k, a_r = ap, 0 if direct_a else ip * kc * MR, MR, 1
                     if full_h:
                         _micro_at(kt, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at,
                                   btab, pc, out, co, ldo, kc, pc > 0, w, nr, ep)
@@ -312,7 +340,8 @@ tile_product = njit(cache=True, nogil=True, error_model="numpy")(
 
 
 def _tile_entry(a_p, a_n, ao, a_si, a_sk, b_p, b_n, bo, b_sk, b_sj, o_p, o_n, oo, ldo, rows,
-                cols, kk, w_p, w_n, exact, t_p, t_n, e_p, e_n, e_off, e_si, flags, k_p, k_n):
+                cols, kk, w_p, w_n, exact, t_p, t_n, panels, e_p, e_n, e_off, e_si, flags, k_p,
+                k_n):
     """tile_product with a C signature (each array a pointer and a length; the scratch
     carved here from one row of work_for), compiled once per element type as a cfunc: the
     kernels that call it through its address (``call_tile``) link none of its code, so
@@ -320,15 +349,15 @@ def _tile_entry(a_p, a_n, ao, a_si, a_sk, b_p, b_n, bo, b_sk, b_sj, o_p, o_n, oo
     ap, bp, cb = carve(carray(w_p, w_n), rows, cols, kk)
     return np.int64(tile_product(
         carray(a_p, a_n), ao, a_si, a_sk, carray(b_p, b_n), bo, b_sk, b_sj, carray(o_p, o_n),
-        oo, ldo, rows, cols, kk, ap, bp, cb, exact != 0, carray(t_p, t_n),
+        oo, ldo, rows, cols, kk, ap, bp, cb, exact != 0, carray(t_p, t_n), panels != 0,
         (carray(e_p, e_n), e_off, e_si, flags), carray(k_p, k_n)))
 
 
 def _entry_signature(dt):
     p, i = types.CPointer(dt), types.int64
     ti = types.CPointer(types.int64)
-    return i(p, i, i, i, i, p, i, i, i, i, p, i, i, i, i, i, i, p, i, i, ti, i, p, i, i, i, i,
-             ti, i)
+    return i(p, i, i, i, i, p, i, i, i, i, p, i, i, i, i, i, i, p, i, i, ti, i, i, p, i, i, i,
+             i, ti, i)
 
 
 TILE = micro_ir.SLOTS       # kernels(...)[TILE]: the address of the tile product entry

@@ -161,7 +161,7 @@ DOT_SLOWER = 16             # scalar FMA chains against two vectors of them a cy
 
 # tile geometry vector layout (int64), filled by _plan_tiles
 (_T_M, _T_N, _T_K, _T_MB, _T_NB, _T_TM, _T_TN, _T_KIND, _T_TA, _T_LDA, _T_A_SI, _T_TB, _T_LDB,
- _T_B_SJ, _T_C_SI, _T_C_SJ, _T_HAS_C, _T_A_SK, _T_B_SK, _T_RELU) = range(20)
+ _T_B_SJ, _T_C_SI, _T_C_SJ, _T_HAS_C, _T_A_SK, _T_B_SK, _T_RELU, _T_PANELS) = range(21)
 OWN = True
 MK = None    # microkernel.SOURCE_TAG where OWN (renames the variants when it changes)
 RELU = None
@@ -222,7 +222,8 @@ def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work, btab, kt
             fused = microkernel.call_tile(kt, (
                 a, offa[batch] + r0 * a_si, a_si, g[_T_A_SK], b, offb[batch] + j0 * b_sj,
                 g[_T_B_SK], b_sj, out, oo + r0 * n + j0, n, r1 - r0, w, kk,
-                work[numba.get_thread_id()], EXACT, btab, e, e_off, e_si, flags, kt)) != 0
+                work[numba.get_thread_id()], EXACT, btab, g[_T_PANELS], e, e_off, e_si, flags,
+                kt)) != 0
         else:
             blas.XXGEMM(kind, tb, ta, w, r1 - r0, kk, blas.ptr(unit, 0),
                         blas.ptr(b, offb[batch] + j0 * b_sj), ldb,
@@ -342,8 +343,16 @@ def _operand(s_outer, s_inner, outer, inner):
     return None
 
 
+def own_tiles(dtype, exact: bool) -> bool:
+    """Whether a float product of this type runs as graphrt's tiles (see gemm_path)."""
+    path = gemm_path()
+    if blas.KIND.get(np.dtype(dtype)) is None or path == "loop":
+        return False
+    return exact or path == "tiles" or not blas.available()
+
+
 def _plan_tiles(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=True, exact=False,
-               btab=None):
+               btab=None, panels=False):
     """The tiled form of a float product (gemm_path), or None where it does not apply
     (other types, and GRAPHRT_GEMM=loop, use the kernel above). Exact mode: the micro-kernel's
     exact arithmetic, never the BLAS (the blocked kernel's bits, faster)."""
@@ -352,7 +361,7 @@ def _plan_tiles(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=Tru
     m, n, k = int(geo[_M]), int(geo[_N]), int(geo[_K])
     if kind is None or path == "loop" or nb * m * n == 0:
         return None             # (an empty output: the blocked kernel has nothing to do)
-    own = exact or path == "tiles" or not blas.available()
+    own = own_tiles(dt, exact)
     if not own and (nb * m * n * k < BLAS_MIN_WORK or btab is not None):
         return None
     offa = np.asarray(offa, dtype=np.int64)
@@ -369,7 +378,8 @@ def _plan_tiles(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=Tru
     # DOT_SLOWER times the micro-kernel's time a multiply-add: tiles of the same time
     dot = own and m < microkernel.FEW_ROWS and geo[_B_SK] == 1 and geo[_B_SJ] != 1
     mb, cb = tiling(nb, m, n, k * DOT_SLOWER if dot else k)
-    g = np.zeros(20, dtype=np.int64)
+    g = np.zeros(21, dtype=np.int64)
+    g[_T_PANELS] = panels
     g[_T_M], g[_T_N], g[_T_K], g[_T_MB], g[_T_NB] = m, n, k, mb, cb
     g[_T_TM], g[_T_TN] = -(-m // max(1, mb)), -(-n // max(1, cb))
     g[_T_KIND] = kind
@@ -419,6 +429,36 @@ def batch_offsets(shape, batch, matrix_size) -> np.ndarray:
     return np.broadcast_to(index, batch).reshape(-1) * matrix_size
 
 
+class ConstantB:
+    """A kernel's constant 2-D B' (B, or B^T where ``trans``), laid out once for the
+    product: where graphrt's tiles run it (own_tiles), as the micro-kernel's NR-column
+    panels (microkernel.pack_panels: b_strides (NR, K), ``panels``); elsewhere as k-major
+    rows (a copy only where B is transposed or of another type). Made on first use and kept
+    while the kernel's input is the same array (its plans share it); each element's chain
+    is the same as over the input itself, so are the bits."""
+
+    __slots__ = ("_of", "_flat", "strides", "panels")
+
+    def __init__(self):
+        self._of = self._flat = None
+
+    def of(self, b: np.ndarray, trans: bool, dtype, exact: bool) -> np.ndarray:
+        """The flat layout; ``strides`` and ``panels`` then describe it for Product."""
+        key = (b, np.dtype(dtype), own_tiles(dtype, exact))
+        if self._of is None or any(x is not y for x, y in zip(self._of, key)):
+            bk = np.asarray(b).T if trans else np.asarray(b)
+            k, n = bk.shape
+            self.panels = key[2]
+            if self.panels:
+                self._flat = microkernel.pack_panels(bk, dtype)
+                self.strides = (microkernel.nr_of(np.dtype(dtype).itemsize), k)
+            else:
+                self._flat = np.ascontiguousarray(bk, dtype=dtype).reshape(-1)
+                self.strides = (n, 1)
+            self._of = key
+        return self._flat
+
+
 # ----------------------------------------------------------------------- the product API
 
 class Product:
@@ -429,14 +469,16 @@ class Product:
     may become one product of all the rows (then call it for all batch entries). ``btab``:
     B's row k lies at b[offb[b] + btab[k]] (the micro-kernel's row table; None where that
     path does not serve). ``min_parallel``: the blocked kernel's rows go parallel from this
-    much work (multiply-adds per call) at least, for products called many times in a row."""
+    much work (multiply-adds per call) at least, for products called many times in a row.
+    ``panels``: B is laid out as microkernel.pack_panels makes it (ConstantB; b_strides
+    (NR, K)), for graphrt's tiles only."""
 
     __slots__ = ("tiles", "fn", "fn_serial", "offa", "offb", "geo", "blocks", "work", "alpha",
                  "beta", "slots", "batches", "min_parallel")
 
     def __init__(self, dtype, m, n, k, a_strides, b_strides, offa=(0,), offb=(0,), *,
                  exact: bool, gemm: bool = False, alpha=1.0, beta=1.0, c_strides=None,
-                 fold: bool = False, btab=None, min_parallel: int = 0):
+                 fold: bool = False, btab=None, min_parallel: int = 0, panels: bool = False):
         dt = np.dtype(dtype)
         geo = [0] * 11
         geo[_M], geo[_N], geo[_K] = m, n, k
@@ -453,7 +495,9 @@ class Product:
         self.offb = np.asarray(offb, dtype=np.int64)
         self.alpha, self.beta = dt.type(alpha), dt.type(beta)
         self.tiles = _plan_tiles(_BLAS_GEMM if gemm else _BLAS_MATMUL, dt, nb, self.offa,
-                                 self.offb, geo, alpha, beta, fold=fold, exact=exact, btab=btab)
+                                 self.offb, geo, alpha, beta, fold=fold, exact=exact, btab=btab,
+                                 panels=panels)
+        assert not panels or self.tiles is not None or nb * m * n == 0, "panels off the tiles"
         packed = geo[_B_SJ] != 1
         variants = _GEMM_PACKED if packed else (_GEMM if gemm else _MATMUL)
         # one packing panel per pool thread: numba thread ids are below the pool size

@@ -135,7 +135,7 @@ def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work, k
         _im2col_block(x, col, g, kk, p0, p1, (img * g[C] + gi * cg) * in_size)
         microkernel.call_tile(kt, (w, (gi * mg + m0) * kk, kk, one, col, zero, p1 - p0, one, y,
                                    (img * groups * mg + gi * mg + m0) * p_ + p0, p_, rows,
-                                   p1 - p0, kk, work[slot], False, microkernel.NO_TABLE,
+                                   p1 - p0, kk, work[slot], False, microkernel.NO_TABLE, False,
                                    y, zero, zero, zero, kt))
 
 

@@ -17,7 +17,7 @@ SHAPES = [(1, 1, 1), (1, 7, 5), (13, 7, 37), (12, 256, 32), (25, 300, 70), (3, 5
           (10, 300, 45), (22, 40, 70), (7, 520, 33), (17, 9, 64), (35, 257, 96)]
 
 
-def product(a, b, *, transposed_b=False, exact=False, table=False):
+def product(a, b, *, transposed_b=False, exact=False, table=False, panels=False):
     m, k = a.shape
     n = b.shape[0] if transposed_b else b.shape[1]
     out = np.full(m * n, np.nan, a.dtype)
@@ -26,16 +26,20 @@ def product(a, b, *, transposed_b=False, exact=False, table=False):
     kt = mk.kernels(out.dtype, exact)
     if transposed_b:    # b holds B^T (n, k): B[k, j] at j * k + k
         mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, 1, k, out, 0, n, m, n, k,
-                        ap, bp, cb, exact, mk.NO_TABLE, plain, kt)
+                        ap, bp, cb, exact, mk.NO_TABLE, False, plain, kt)
     elif table:         # B's rows in reverse order, n + 3 apart, found through the table
         src = np.full((k, n + 3), np.nan, a.dtype)
         src[::-1, 2:n + 2] = b
         tab = np.arange(k - 1, -1, -1, dtype=np.int64) * (n + 3) + 2
         mk.tile_product(a.reshape(-1), 0, k, 1, src.reshape(-1), 0, 0, 1, out, 0, n, m, n, k,
-                        ap, bp, cb, exact, tab, plain, kt)
+                        ap, bp, cb, exact, tab, False, plain, kt)
+    elif panels:        # B as NR-column panels laid out once (constant weights)
+        mk.tile_product(a.reshape(-1), 0, k, 1, mk.pack_panels(b, a.dtype), 0,
+                        mk.nr_of(a.itemsize), k, out, 0, n, m, n, k, ap, bp, cb, exact,
+                        mk.NO_TABLE, True, plain, kt)
     else:
         mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, n, 1, out, 0, n, m, n, k,
-                        ap, bp, cb, exact, mk.NO_TABLE, plain, kt)
+                        ap, bp, cb, exact, mk.NO_TABLE, False, plain, kt)
     return out.reshape(m, n)
 
 
@@ -51,10 +55,12 @@ def test_values_and_layouts(m, k, n, dt):
     np.testing.assert_allclose(y, want, rtol=tol, atol=tol * max(1, np.sqrt(k)))
     # B transposed in memory (packed panels, or the few-rows path): the same bits
     assert product(a, np.ascontiguousarray(b.T), transposed_b=True).tobytes() == y.tobytes()
-    # B's rows found through a table (the implicit-GEMM convolution): the same bits
+    # B's rows found through a table (the implicit-GEMM convolution), or B laid out as
+    # panels (constant weights): the same bits
     for exact in (False, True):
-        assert product(a, b, table=True, exact=exact).tobytes() == \
-            product(a, b, exact=exact).tobytes()
+        plain = product(a, b, exact=exact).tobytes()
+        assert product(a, b, table=True, exact=exact).tobytes() == plain
+        assert product(a, b, panels=True, exact=exact).tobytes() == plain
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])

@@ -12,9 +12,9 @@ the same way, ceil(blocks * bits / 8) bytes per column, or absent (2^(bits - 1))
 One row (M = 1: decoding a token) runs as one pass over the packed weights, columns in
 parallel: 4-bit weights decode eight values (one little-endian word) at a time straight
 into the dot product, other widths a column at a time into a cache-resident buffer; the
-weights are read once and never widened in memory. More rows dequantize W into scratch
-(N x K floats, for the run only) and run graphrt's matrix product as Y^T = W @ A^T (W's
-rows as its A operand). The one-pass dot product sends value k to partial sum k % 8 and
+weights are read once and never widened in memory. More rows dequantize W^T into scratch
+(K x N floats, for the run only), laid out as the micro-kernel's panels, and run graphrt's
+matrix product Y = A @ W^T over them. The one-pass dot product sends value k to partial sum k % 8 and
 adds the eight as ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)): a fixed order, so the
 bits depend on the inputs only, in both modes. Refused: float zero points and g_idx
 (act-order). onnxruntime's accuracy_level 4 quantizes A to int8 blocks (a further error of
@@ -33,9 +33,11 @@ from ...errors import ErrorKind
 from ...threads import ensure_layer
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.jit import Variants
-from ..gemm.product import PARALLEL_WORK, Product
+from ..gemm.microkernel import nr_of
+from ..gemm.product import PARALLEL_WORK, Product, own_tiles
 
 F32 = np.dtype(np.float32)
+NR = nr_of(4)                   # the micro-kernel's panel width for float32
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -57,8 +59,8 @@ def _zero_point4(zp, row, b):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _decode(packed, scales, zp, j, b, geo, buf):
-    """buf[t] = W[j, b * block + t] for the block's t < its length."""
+def _decode(packed, scales, zp, j, b, geo, buf, step=1):
+    """buf[t * step] = W[j, b * block + t] for the block's t < its length."""
     k, bits, block, blocks, blob, zrow = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
     per = 8 // bits
     mask = (1 << bits) - 1
@@ -69,7 +71,7 @@ def _decode(packed, scales, zp, j, b, geo, buf):
     for u in range(-(-kn // per)):
         v = np.int32(packed[base + u])
         for e in range(min(per, kn - u * per)):
-            buf[u * per + e] = (np.float32((v >> (e * bits)) & mask) - z) * s
+            buf[(u * per + e) * step] = (np.float32((v >> (e * bits)) & mask) - z) * s
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -156,20 +158,56 @@ def _row(a, packed, words, scales, zp, geo, bias, out, work):
         out[j] = acc + bias[j] if has_b else acc
 
 
+@njit(cache=True, nogil=True)
+def _panel(packed, scales, zp, geo, w, p):
+    """Panel p of _dequantize: whole 4-bit blocks a byte of every column at a time (the
+    panel's rows written in order), the rest a column at a time."""
+    k, block, blocks, n, width = geo[0], geo[2], geo[3], geo[6], geo[7]
+    blob, zrow = np.uint64(geo[4]), np.uint64(geo[5])
+    panel = w[p * k * width:(p + 1) * k * width]
+    cols = min(width, n - p * width)
+    sc = np.empty(cols, np.float32)
+    z = np.empty(cols, np.float32)
+    src = np.empty(cols, np.uint64)
+    for b in range(blocks):
+        if geo[1] == 4 and (b + 1) * block <= k:
+            for c in range(cols):
+                jb = np.uint64(p * width + c) * np.uint64(blocks) + np.uint64(b)
+                sc[c] = scales[jb]
+                z[c] = _zero_point4(zp, np.uint64(p * width + c) * zrow, np.uint64(b))
+                src[c] = jb * blob
+            for u in range(blob):
+                lo = panel[(b * block + 2 * u) * width:(b * block + 2 * u + 1) * width]
+                hi = panel[(b * block + 2 * u + 1) * width:(b * block + 2 * u + 2) * width]
+                for c in range(cols):
+                    v = np.int32(packed[src[c] + np.uint64(u)])
+                    lo[c] = (np.float32(v & 15) - z[c]) * sc[c]
+                    hi[c] = (np.float32(v >> 4) - z[c]) * sc[c]
+        else:
+            for c in range(cols):
+                _decode(packed, scales, zp, p * width + c, b, geo,
+                        panel[b * block * width + c:], width)
+        for c in range(cols, width):
+            for t in range(min(block, k - b * block)):
+                panel[(b * block + t) * width + c] = 0
+
+
 def _dequantize(packed, scales, zp, geo, w):
-    """w[j * K + k] = W[j, k] (N x K, row-major; columns in parallel)."""
-    k, n = geo[0], geo[6]
-    for j in prange(n):
-        _column(packed, scales, zp, geo, j, w[j * k:])
+    """W^T as panels of width P = geo[7] (NR: the micro-kernel's panels, microkernel.
+    pack_panels' layout; N: plain k-major rows): W[j, k] at w[(j // P) * K * P + k * P +
+    j % P], zeros past N; panels in parallel, a block of every column of a panel at a time
+    (its P x block values stay in L1 for P = NR)."""
+    for p in prange((geo[6] + geo[7] - 1) // geo[7]):
+        _panel(packed, scales, zp, geo, w, p)
 
 
 @njit(cache=True, nogil=True)
-def _transposed(yt, m, n, bias, out):
-    """out[i * n + j] = yt[j * m + i] (+ bias[j] where bias is not empty)."""
-    has_b = bias.size > 0
+def _add_bias(out, m, n, bias):
+    """out[i * n + j] += bias[j]."""
     for i in range(m):
+        row = out[i * n:(i + 1) * n]
         for j in range(n):
-            out[i * n + j] = yt[j * m + i] + bias[j] if has_b else yt[j * m + i]
+            row[j] += bias[j]
 
 
 _NO_ZP, _NO_BIAS, _NO_WORDS = np.zeros(0, np.uint8), np.zeros(0, F32), np.zeros(0, np.uint32)
@@ -234,14 +272,17 @@ class MatMulNBits(OpKernel):
             ctx.fail(f"bias must be float32 of shape [{n}]")
         m = math.prod(a_shape[:-1])
         ctx.set_output(0, F32, a_shape[:-1] + (n,))
-        geo = np.array([k, bits, block, blocks, blob, zrow, n], np.int64)
+        panels = own_tiles(F32, ctx.exact)
+        width = NR if panels else n
+        geo = np.array([k, bits, block, blocks, blob, zrow, n, width], np.int64)
         parallel = m * n * k >= PARALLEL_WORK
         ensure_layer()          # numba.get_thread_id needs the threading layer running
         if m == 1:
             ctx.prepared = (geo, m, ROW.get(ctx.exact, parallel), None)
         else:
-            # Y^T = W @ A^T: W's rows as the product's A (row-major, as dequantized)
-            product = Product(F32, n, m, k, (k, 1), (1, k), exact=ctx.exact)
+            # Y = A @ W^T, W^T dequantized as the micro-kernel's panels where it runs
+            product = Product(F32, m, n, k, (k, 1), (NR, k) if panels else (n, 1),
+                              exact=ctx.exact, panels=panels)
             ctx.prepared = (geo, m, DEQUANTIZE.get(ctx.exact, parallel), product)
 
     def run(self, ctx: RunContext) -> None:
@@ -256,8 +297,8 @@ class MatMulNBits(OpKernel):
             work = scratch(ctx, F32, (numba.config.NUMBA_NUM_THREADS, int(geo[3]) * self.block))
             fn(a, packed, _words(packed, self.bits), scales, zp, geo, bias, out, work)
             return
-        w = scratch(ctx, F32, (self.n * self.k,))
+        w = scratch(ctx, F32, (-(-self.n // int(geo[7])) * int(geo[7]) * self.k,))
         fn(packed, scales, zp, geo, w)
-        yt = scratch(ctx, F32, (self.n * m,))
-        product(w, a, yt)
-        _transposed(yt, m, self.n, bias, out)
+        product(a, w, out)
+        if bias.size:
+            _add_bias(out, m, self.n, bias)

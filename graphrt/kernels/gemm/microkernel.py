@@ -199,11 +199,9 @@ def pack_panels(bk: np.ndarray, dtype) -> np.ndarray:
     nr = nr_of(dt.itemsize)
     k, n = bk.shape
     p = -(-n // nr)
-    out = np.zeros((p, k, nr), dtype=dt)
     wide = np.zeros((k, p * nr), dtype=dt)
     wide[:, :n] = bk
-    out[...] = wide.reshape(k, p, nr).transpose(1, 0, 2)
-    return out.reshape(-1)
+    return np.ascontiguousarray(wide.reshape(k, p, nr).transpose(1, 0, 2)).reshape(-1)
 
 
 def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, ap,
@@ -212,7 +210,7 @@ def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, co
     table = btab.size > 0
     # B's rows are read in place where its columns are contiguous (only edge panels are
     # packed): packing would cost a copy per element for little gain at these sizes
-    direct = b_sj == 1 or panels
+    direct = b_sj == 1
     # A's rows are read in place too where its k is contiguous (only edge panels of other
     # heights are packed): measured faster at every size, and much faster for narrow
     # products, where a packed A element would serve only ``cols`` multiply-adds
@@ -231,7 +229,7 @@ def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, co
         for jp in range(npan):
             j0 = jp * nr
             w = min(nr, cols - j0)
-            if direct and (w == nr or not padded or panels):
+            if panels or (direct and (w == nr or not padded)):
                 continue
             base = jp * kc * nr
             for k in range(kc):
@@ -272,7 +270,7 @@ def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, co
                     co = oo + i0 * ldo + j0
                     full_h = h == MR or h == 8 or h == 4
                     split_h = direct_a and not full_h and h > 4
-                    in_place = panels or (direct and (w == nr or full_h or split_h))
+                    in_place = direct and (w == nr or full_h or split_h)
                     if panels:
                         bsrc, boff, ldb = b, bo + j0 * kk + pc * nr, nr
                     elif in_place:

@@ -444,18 +444,18 @@ class ConstantB:
 
     def of(self, b: np.ndarray, trans: bool, dtype, exact: bool) -> np.ndarray:
         """The flat layout; ``strides`` and ``panels`` then describe it for Product."""
-        key = (b, np.dtype(dtype), own_tiles(dtype, exact))
-        if self._of is None or any(x is not y for x, y in zip(self._of, key)):
+        key = (np.dtype(dtype), own_tiles(dtype, exact))
+        if self._of is None or self._of[0] is not b or self._of[1:] != key:
             bk = np.asarray(b).T if trans else np.asarray(b)
             k, n = bk.shape
-            self.panels = key[2]
+            self.panels = key[1]
             if self.panels:
                 self._flat = microkernel.pack_panels(bk, dtype)
                 self.strides = (microkernel.nr_of(np.dtype(dtype).itemsize), k)
             else:
                 self._flat = np.ascontiguousarray(bk, dtype=dtype).reshape(-1)
                 self.strides = (n, 1)
-            self._of = key
+            self._of = (b,) + key
         return self._flat
 
 

@@ -159,30 +159,31 @@ def _row(a, packed, words, scales, zp, geo, bias, out, work):
 
 
 @njit(cache=True, nogil=True)
-def _panel(packed, scales, zp, geo, w, p):
+def _panel(packed, scales, zp, geo, w, p, sz):
     """Panel p of _dequantize: whole 4-bit blocks a byte of every column at a time (the
-    panel's rows written in order), the rest a column at a time."""
+    panel's rows written in order; ``sz``: room for each column's scale and zero point),
+    the rest a column at a time."""
     k, block, blocks, n, width = geo[0], geo[2], geo[3], geo[6], geo[7]
     blob, zrow = np.uint64(geo[4]), np.uint64(geo[5])
     panel = w[p * k * width:(p + 1) * k * width]
     cols = min(width, n - p * width)
-    sc = np.empty(cols, np.float32)
-    z = np.empty(cols, np.float32)
-    src = np.empty(cols, np.uint64)
+    stride = np.uint64(blocks) * blob
     for b in range(blocks):
         if geo[1] == 4 and (b + 1) * block <= k:
+            first = (np.uint64(p * width) * np.uint64(blocks) + np.uint64(b)) * blob
             for c in range(cols):
                 jb = np.uint64(p * width + c) * np.uint64(blocks) + np.uint64(b)
-                sc[c] = scales[jb]
-                z[c] = _zero_point4(zp, np.uint64(p * width + c) * zrow, np.uint64(b))
-                src[c] = jb * blob
+                sz[c] = scales[jb]
+                sz[width + c] = _zero_point4(zp, np.uint64(p * width + c) * zrow, np.uint64(b))
             for u in range(blob):
                 lo = panel[(b * block + 2 * u) * width:(b * block + 2 * u + 1) * width]
                 hi = panel[(b * block + 2 * u + 1) * width:(b * block + 2 * u + 2) * width]
+                q = first + np.uint64(u)
                 for c in range(cols):
-                    v = np.int32(packed[src[c] + np.uint64(u)])
-                    lo[c] = (np.float32(v & 15) - z[c]) * sc[c]
-                    hi[c] = (np.float32(v >> 4) - z[c]) * sc[c]
+                    v = np.int32(packed[q])
+                    q += stride     # the next column's byte
+                    lo[c] = (np.float32(v & 15) - sz[width + c]) * sz[c]
+                    hi[c] = (np.float32(v >> 4) - sz[width + c]) * sz[c]
         else:
             for c in range(cols):
                 _decode(packed, scales, zp, p * width + c, b, geo,
@@ -192,13 +193,13 @@ def _panel(packed, scales, zp, geo, w, p):
                 panel[(b * block + t) * width + c] = 0
 
 
-def _dequantize(packed, scales, zp, geo, w):
+def _dequantize(packed, scales, zp, geo, w, work):
     """W^T as panels of width P = geo[7] (NR: the micro-kernel's panels, microkernel.
     pack_panels' layout; N: plain k-major rows): W[j, k] at w[(j // P) * K * P + k * P +
     j % P], zeros past N; panels in parallel, a block of every column of a panel at a time
-    (its P x block values stay in L1 for P = NR)."""
+    (its P x block values stay in L1 for P = NR); ``work``: a row of 2 * P per pool thread."""
     for p in prange((geo[6] + geo[7] - 1) // geo[7]):
-        _panel(packed, scales, zp, geo, w, p)
+        _panel(packed, scales, zp, geo, w, p, work[numba.get_thread_id()])
 
 
 @njit(cache=True, nogil=True)
@@ -298,7 +299,8 @@ class MatMulNBits(OpKernel):
             fn(a, packed, _words(packed, self.bits), scales, zp, geo, bias, out, work)
             return
         w = scratch(ctx, F32, (-(-self.n // int(geo[7])) * int(geo[7]) * self.k,))
-        fn(packed, scales, zp, geo, w)
+        fn(packed, scales, zp, geo, w,
+           scratch(ctx, F32, (numba.config.NUMBA_NUM_THREADS, 2 * int(geo[7]))))
         product(a, w, out)
         if bias.size:
             _add_bias(out, m, self.n, bias)

@@ -7,7 +7,7 @@ from time import perf_counter
 import numpy as np
 
 from ..errors import ErrorKind, SessionError
-from ..kernels.core.base import InferContext, RunContext
+from ..kernels.core.base import InferContext, RunContext, make_calls, step_calls
 from . import jitsched
 from .build import DYNAMIC, ExecutionPlan, infer_kernel, run_kernel
 from .state import RunState
@@ -33,11 +33,15 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
     if poison:
         _poison(slab, plan.freed_after[0])
     contexts = state.contexts
+    calls = state.calls
+    if calls is None:
+        calls = state.calls = [None if c is None else step_calls(st.node.kernel, c)
+                               for st, c in zip(plan.steps, contexts)]
     if plan.jit_job is not None:
         jitsched.poll(plan)             # compiled by the helper process: load it now
     jit = plan.jit
     if jit is not None and cancel is None and timings is None and not poison:
-        _run_scheduled(plan, state, jit)
+        _run_scheduled(plan, state, jit, calls)
         return
     for i, st in enumerate(plan.steps):
         if cancel is not None and cancel.cancelled:
@@ -47,7 +51,7 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
         if st.dynamic:
             _run_dynamic(st, values, state.arena, plan.graph.exact, cancel, slab)
         elif not st.view:
-            _run_static(st, contexts[i], state.arena)
+            _run_static(st, contexts[i], state.arena, calls[i])
         if timings is not None:
             timings.append((i, t0, perf_counter()))
         if poison:
@@ -60,7 +64,7 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
             jitsched.start_compile(plan, state)     # a reused plan: compile its schedule
 
 
-def _run_scheduled(plan: ExecutionPlan, state: RunState, jit) -> None:
+def _run_scheduled(plan: ExecutionPlan, state: RunState, jit, calls) -> None:
     """The steps with the compiled segments of ``jit`` in place of theirs."""
     values, slab, contexts = state.values, state.slab, state.contexts
     consts = jit.consts(state)
@@ -71,7 +75,7 @@ def _run_scheduled(plan: ExecutionPlan, state: RunState, jit) -> None:
         if k < len(segments) and segments[k].start == i:
             try:
                 g = segments[k]
-                g.fn(slab, consts[k], g.ints, g.floats)
+                g.fn(*consts[k], g.ints, g.floats)
             except Exception as e:  # (the kernels jitted do not raise; this is a bug)
                 first, last = steps[i].node.info, steps[segments[k].stop - 1].node.info
                 raise SessionError(ErrorKind.UNSUPPORTED,
@@ -84,12 +88,21 @@ def _run_scheduled(plan: ExecutionPlan, state: RunState, jit) -> None:
         if st.dynamic:
             _run_dynamic(st, values, state.arena, plan.graph.exact, None, slab)
         elif not st.view:
-            _run_static(st, contexts[i], state.arena)
+            _run_static(st, contexts[i], state.arena, calls[i])
         i += 1
 
 
-def _run_static(st, ctx, arena) -> None:
-    """A static step; the scratch it took from the arena is free again when it returns."""
+def _run_static(st, ctx, arena, calls) -> None:
+    """A static step: its kernel's calls (``calls``, OpKernel.jit_calls: no Python of the
+    kernel's own per run), or its run; the scratch a run took from the arena is free again
+    when it returns."""
+    if calls is not None:
+        try:
+            make_calls(calls)
+        except Exception as e:  # (the calls do not raise; this is a bug)
+            raise SessionError(ErrorKind.UNSUPPORTED, f"{st.node.info.op_type} failed: "
+                               f"{type(e).__name__}: {e}".splitlines()[0], st.node.info.name) from e
+        return
     chunks, used, total = len(arena.chunks), arena.used, arena.total
     run_kernel(st.node, ctx)
     if arena.total != total:

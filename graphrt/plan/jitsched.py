@@ -1,11 +1,14 @@
 """The jitted schedule: a reused plan's runs of static steps as generated numba functions.
 
-A kernel that runs as one call of one compiled function says so through
-``OpKernel.jit_call(ctx)`` -> (dispatcher, args). Each maximal run of consecutive static steps
-whose kernels all say so (static views, which run nothing, join them) becomes one generated
-function ``segment(slab, c, I, F)``: every array argument that lies in the run state's slab
-becomes ``slab[I[a]:I[b]].view(dtype)`` at its byte offset (the same for every run state of
-the plan), every other array (constants, plan data) an element of the tuple ``c``, and every
+A kernel whose run is a fixed list of calls of compiled functions says so through
+``OpKernel.jit_calls(ctx)`` -> [(dispatcher, args), ...]. Each maximal run of consecutive
+static steps whose kernels all say so (static views, which run nothing, join them) becomes
+one generated
+function ``segment(S, c, I, F)``: every array argument that lies in the run state's slab
+becomes ``S[t][I[a]:I[b]]``, a slice of the slab viewed as its element type (``S`` holds one
+such view per type the segment reads; the offsets are the same for every run state of the
+plan; a slice is cheaper for numba to compile than a view made in the function), every other
+array (constants, plan data) an element of the tuple ``c``, and every
 scalar an element of the plan's int64 or float64 vector I or F. So a run calls numba once per
 segment instead of Python once per step, and the source depends on the kernels and the kinds
 of their arguments only: all input shapes of a model share one compiled module (the number
@@ -47,12 +50,16 @@ import numpy as np
 from numba.core import serialize
 
 from ..cache import schedules_dir
+from ..kernels.core.base import step_calls
 
 MIN_STEPS = 2               # a segment shorter than this is not worth a numba call of its own
+MAX_CALLS = 96              # a longer run of steps is cut into segments of at most this many
+MAX_ARRAYS = 800            # calls, or this many arrays outside the slab (numba refuses a
+                            # tuple of 1,000, and a module's compile time grows with its size)
 
 
 class Segment:
-    """Steps start..stop-1 of a plan as one compiled call ``fn(slab, consts, ints,
+    """Steps start..stop-1 of a plan as one compiled call ``fn(views, consts, ints,
     floats)``; ``ints`` and ``floats`` are this plan's offsets, shapes and scalars."""
 
     __slots__ = ("start", "stop", "fn", "ints", "floats")
@@ -244,10 +251,15 @@ def prepare(plan, state) -> Job | None:
         if calls[i] is None:
             i += 1
             continue
-        j = i
+        j, n_calls, n_arrays = i, 0, 0
         while j < len(calls) and calls[j] is not None:
+            more = len(calls[j])
+            arrays = sum(isinstance(a, np.ndarray) for _fn, args in calls[j] for a in args)
+            if n_calls and (n_calls + more > MAX_CALLS or n_arrays + arrays > MAX_ARRAYS):
+                break
+            n_calls, n_arrays = n_calls + more, n_arrays + arrays
             j += 1
-        if sum(1 for c in calls[i:j] if c != ()) >= MIN_STEPS:
+        if sum(1 for c in calls[i:j] if c) >= MIN_STEPS:
             runs.append((i, j))
         i = j
     if not runs:
@@ -258,8 +270,8 @@ def prepare(plan, state) -> Job | None:
         source, kernels, data = _source(calls[start:stop], slab)
         path = _write(source)
         fn = load_module(path, kernels)
-        consts = _consts_of(calls[start:stop], slab)
-        sig = tuple(numba.typeof(v) for v in (slab, consts) + data)
+        args = _consts_of(calls[start:stop], slab)
+        sig = tuple(numba.typeof(v) for v in args + data)
         specs.append(Spec(start, stop, fn, data, sig, kernels, path))
 
     def consts_of(st):
@@ -270,13 +282,13 @@ def prepare(plan, state) -> Job | None:
 
 
 def _call_of(step, ctx):
-    """(dispatcher, args) of a step, () for a static view (nothing to run), None when the
-    step must run as Python."""
+    """[(dispatcher, args), ...] of a step, [] for a static view (nothing to run), None when
+    the step must run as Python."""
     if step.view:
-        return ()
-    if step.dynamic or ctx is None:
+        return []
+    if step.dynamic or ctx is None or not step.node.kernel.in_segments:
         return None
-    return step.node.kernel.jit_call(ctx)
+    return step_calls(step.node.kernel, ctx)
 
 
 def _in_slab(a: np.ndarray, slab: np.ndarray):
@@ -315,14 +327,12 @@ def _source(calls, slab):
     kinds of their arguments only, and every shape of a model shares one module."""
     kernels: dict[str, object] = {}
     lines = []
+    types: list[str] = []
     n_const = 0
     ints: list = []
     floats: list = []
     tags = []
-    for call in calls:
-        if call == ():
-            continue
-        disp, args = call
+    for disp, args in (c for step in calls for c in step):
         name = "k_" + "".join(ch if ch.isalnum() else "_" for ch in disp.py_func.__qualname__)
         if kernels.setdefault(name, disp) is not disp:
             name += f"_{len(kernels)}"
@@ -337,14 +347,21 @@ def _source(calls, slab):
                     n_const += 1
                     continue
                 k = len(ints)
-                ints += [off, off + a.nbytes]
-                view = f"slab[I[{k}]:I[{k + 1}]].view(np.{a.dtype.name})"
+                size = a.dtype.itemsize
+                if off % size:
+                    raise ValueError("a slab value off its element alignment")
+                ints += [off // size, (off + a.nbytes) // size]
+                if a.dtype.name not in types:
+                    types.append(a.dtype.name)
+                view = f"S[{types.index(a.dtype.name)}][I[{k}]:I[{k + 1}]]"
                 if a.ndim != 1:
                     k = len(ints)
                     ints += list(a.shape)
                     dims = ", ".join(f"I[{k + d}]" for d in range(a.ndim))
                     view += f".reshape(({dims}))"
                 parts.append(view)
+            elif a is None:
+                parts.append("None")
             else:
                 ref = _scalar(a, ints, floats)
                 if ref is None:
@@ -353,20 +370,24 @@ def _source(calls, slab):
         lines.append(f"    {name}({', '.join(parts)})")
     head = ["import numpy as np", "from numba import njit", "",
             "# kernels: " + " ".join(tags), "",
-            "@njit(cache=True, nogil=True)", "def segment(slab, c, I, F):"]
+            "@njit(cache=True, nogil=True)", "def segment(S, c, I, F):"]
     data = (np.array(ints, dtype=np.int64), np.array(floats + [0.0], dtype=np.float64))
     return "\n".join(head + lines) + "\n", kernels, data
 
 
 def _consts_of(calls, slab) -> tuple:
-    out = []
-    for call in calls:
-        if call == ():
-            continue
-        for a in call[1]:
-            if isinstance(a, np.ndarray) and _in_slab(a, slab) is None:
+    """(S, c) of a segment (see _source): the slab's views by type, in the order the
+    source first reads them, and the arrays outside the slab."""
+    types, out = [], []
+    for _disp, args in (c for step in calls for c in step):
+        for a in args:
+            if not isinstance(a, np.ndarray):
+                continue
+            if _in_slab(a, slab) is None:
                 out.append(a)
-    return tuple(out)
+            elif a.dtype not in types:
+                types.append(a.dtype)
+    return tuple(slab[:slab.size - slab.size % t.itemsize].view(t) for t in types), tuple(out)
 
 
 def _source_hash(disp) -> str:

@@ -39,6 +39,7 @@ class RunState:
                     plan.facts[st.node.outputs[0]].shape)
         self.values = values
         self.jit_consts = None          # the jitted schedule's constant tuples (jitsched)
+        self.calls = None               # each step's jit_calls, made at the first run
         exact = plan.graph.exact
         self.arena = Arena(arena_limit, poison)
         self.contexts: list[RunContext | None] = []

@@ -55,6 +55,10 @@ class OpKernel:
     outputs_data_dependent = False  # output shapes depend on values: run allocates outputs
     constant_foldable = True        # same inputs give the same outputs
     fixed_output = None             # the one output of a kernel without inputs that never varies
+    # jit_calls may be compiled into the plan's segments; False for the products' tiles: a
+    # segment calling them was not cacheable by numba (their function-pointer tables are
+    # dynamic globals) and took about 0.5 s of LLVM time per call (steps run them as calls)
+    in_segments = True
 
     def __init__(self, node: NodeInfo):
         self.node = node
@@ -65,12 +69,14 @@ class OpKernel:
     def run(self, ctx: "RunContext") -> None:
         raise NotImplementedError
 
-    def jit_call(self, ctx: "RunContext"):
-        """(dispatcher, args) when ``run(ctx)`` is exactly ``dispatcher(*args)`` -- one
-        compiled call, no Python work around it, no exception -- so that the plan's jitted
-        schedule may make the call itself (plan/jitsched.py); None (the default) otherwise.
-        Derive ``run`` and this from one function that builds the arguments, so that the
-        two cannot drift apart."""
+    def jit_calls(self, ctx: "RunContext"):
+        """[(dispatcher, args), ...] when ``run(ctx)`` is exactly those calls in order --
+        compiled functions, no Python work around them, no exception, no memory taken from
+        the run's arena -- so that the plan's jitted schedule may make the calls itself
+        (plan/jitsched.py), and a step outside the segments may make them instead of
+        ``run`` (plan/execute.py); an empty list when the run does nothing; None (the
+        default) when the run needs Python. Derive ``run`` and this from one function that builds
+        the arguments, so that the two cannot drift apart."""
         return None
 
     # -- hooks of the fusion pass (kernels/elementwise/fused.py); the defaults decline ------
@@ -87,6 +93,27 @@ class OpKernel:
         output ``shape``) into this node's last pass; True when it did. Rounded differently
         from the two nodes, so never asked in exact mode."""
         return False
+
+
+def step_calls(kernel: OpKernel, ctx: RunContext):
+    """``kernel.jit_calls(ctx)``, or None where a subclass overrides ``run`` below the class
+    whose jit_calls it inherits (those calls would not be its run)."""
+    cls = type(kernel)
+    owns = _CALLS_OWN_RUN.get(cls)
+    if owns is None:
+        run_at = next(c for c in cls.__mro__ if "run" in c.__dict__)
+        calls_at = next(c for c in cls.__mro__ if "jit_calls" in c.__dict__)
+        owns = _CALLS_OWN_RUN[cls] = issubclass(calls_at, run_at)
+    return kernel.jit_calls(ctx) if owns else None
+
+
+_CALLS_OWN_RUN: dict = {}
+
+
+def make_calls(calls) -> None:
+    """Make the calls of a jit_calls list, in order."""
+    for fn, args in calls:
+        fn(*args)
 
 
 @dataclass(frozen=True)

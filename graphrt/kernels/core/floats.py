@@ -165,6 +165,14 @@ def run_wide(ctx: RunContext, body) -> None:
         narrow(o, w)
 
 
+def wide_calls(ctx: RunContext, calls_of):
+    """jit_calls of a kernel that runs through run_wide: ``calls_of(flat_in, flat_out)``
+    when no input or output is a narrow float (run_wide would copy it), else None."""
+    if any(a is not None and a.dtype in NARROW for a in ctx.flat_in + ctx.flat_out):
+        return None
+    return calls_of(ctx.flat_in, ctx.flat_out)
+
+
 @njit(cache=True, nogil=True, fastmath=False)
 def round_to(v, p, emin, emax):
     """v (float64) rounded to the nearest value of a binary format with p significant bits

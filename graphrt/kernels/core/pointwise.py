@@ -204,12 +204,12 @@ class Unary(Pointwise):
         block, tasks, fn, *params = ctx.prepared
         return fn, (x, out, *self.run_params(ctx, params), block, tasks)
 
-    def jit_call(self, ctx: RunContext):
+    def jit_calls(self, ctx: RunContext):
         x, out = ctx.flat_in[0], ctx.flat_out[0]
         if type(self).run_params is not Unary.run_params or x.dtype in NARROW or \
                 out.dtype in NARROW:
             return None
-        return self._call(ctx, x, out)
+        return [self._call(ctx, x, out)]
 
     def run(self, ctx: RunContext) -> None:
         out = ctx.flat_out[0]
@@ -255,12 +255,12 @@ class Binary(Pointwise):
         w, fn = ctx.prepared
         return fn, (a, b, out, w.shape, w.strides[0], w.strides[1], w.block, w.tasks)
 
-    def jit_call(self, ctx: RunContext):
+    def jit_calls(self, ctx: RunContext):
         a, b = ctx.flat_in
         out = ctx.flat_out[0]
         if type(self).run is not Binary.run or NARROW.intersection((a.dtype, b.dtype, out.dtype)):
             return None
-        return self._call(ctx, a, b, out)
+        return [self._call(ctx, a, b, out)]
 
     def run(self, ctx: RunContext) -> None:
         a, b = ctx.flat_in

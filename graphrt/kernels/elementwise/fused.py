@@ -30,6 +30,10 @@ class FusedEpilogue(OpKernel):
         self.stages = tuple(stages)
         self.supports_exact = primary.supports_exact and all(s.kernel.supports_exact for s in stages)
 
+    @property
+    def in_segments(self) -> bool:
+        return self.primary.in_segments and all(s.kernel.in_segments for s in self.stages)
+
     def describe(self) -> str:
         return "+".join([self.primary.node.op_type] + [s.kernel.node.op_type for s in self.stages])
 
@@ -80,7 +84,10 @@ class FusedEpilogue(OpKernel):
         ctx.set_output(0, facts[-1][0], facts[-1][1])
         ctx.prepared = (facts, absorbed)
 
-    def run(self, ctx: RunContext) -> None:
+    def _passes(self, ctx: RunContext, arena: bool):
+        """[(kernel, its RunContext), ...] in order, and whether the final output must be
+        copied from the primary's buffer after them; None when a pass needs a buffer of
+        the run's arena and ``arena`` is False."""
         facts, absorbed = ctx.prepared
         last = len(self.stages)
         final = ctx.outputs[0]
@@ -88,23 +95,48 @@ class FusedEpilogue(OpKernel):
         def fits(dt, shape):
             return dt == final.dtype and tuple(shape) == final.shape
 
+        def buffer(dt, shape):
+            return ctx.arena.take(dt, shape, self.node.name) if arena else None
+
         # The output never shares memory with an input (this kernel is not in-place), so
         # the primary may write it, and each element-wise stage may overwrite its chained
         # input where their dtypes and shapes agree (no broadcast of that input).
-        buf = final if fits(facts[0][0], facts[0][1]) else \
-            ctx.arena.take(facts[0][0], facts[0][1], self.node.name)
-        self.primary.run(RunContext(self.primary.node, ctx.inputs[:self.n_primary], [buf], facts[0][2],
-                                    ctx.exact, ctx.arena, ctx.cancel))
-        if absorbed == last:
-            if buf is not final:
-                final[...] = buf
-            return
+        buf = final if fits(facts[0][0], facts[0][1]) else buffer(facts[0][0], facts[0][1])
+        if buf is None:
+            return None
+        passes = [(self.primary, RunContext(self.primary.node, ctx.inputs[:self.n_primary],
+                                            [buf], facts[0][2], ctx.exact, ctx.arena,
+                                            ctx.cancel))]
         for k, st in enumerate(self.stages[absorbed:], 1 + absorbed):
             dt, shape, prepared = facts[k]
             if k == last or (buf is final and fits(dt, shape)):
                 out = final
             else:
-                out = ctx.arena.take(dt, shape, self.node.name)
-            st.kernel.run(RunContext(st.kernel.node, self._stage_inputs(st, buf, ctx.inputs), [out],
-                                     prepared, ctx.exact, ctx.arena, ctx.cancel))
+                out = buffer(dt, shape)
+                if out is None:
+                    return None
+            passes.append((st.kernel, RunContext(st.kernel.node,
+                                                 self._stage_inputs(st, buf, ctx.inputs), [out],
+                                                 prepared, ctx.exact, ctx.arena, ctx.cancel)))
             buf = out
+        return passes, buf is not final
+
+    def jit_calls(self, ctx: RunContext):
+        """Every pass's calls, where all write the node's output in place."""
+        got = self._passes(ctx, arena=False)
+        if got is None or got[1]:
+            return None
+        calls = []
+        for kernel, pctx in got[0]:
+            more = kernel.jit_calls(pctx)
+            if more is None:
+                return None
+            calls += more
+        return calls
+
+    def run(self, ctx: RunContext) -> None:
+        passes, copy = self._passes(ctx, arena=True)
+        for kernel, pctx in passes:
+            kernel.run(pctx)
+        if copy:
+            ctx.outputs[0][...] = pctx.outputs[0]

@@ -11,7 +11,7 @@ from numba import prange
 
 from ... import dtypes as _dt
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, make_calls
 from ..core.broadcast import Walk, broadcast_shape, element_strides, row_offset, task_span
 from ..core.jit import Variants
 
@@ -62,14 +62,21 @@ class Where(OpKernel):
         walk = Walk(shape, [element_strides(s, shape) for s in shapes])
         ctx.prepared = (walk, _WHERE.get(ctx.exact, walk.parallel))
 
-    def run(self, ctx: RunContext) -> None:
+    def jit_calls(self, ctx: RunContext):
         if ctx.prepared is None:
-            ctx.outputs[0][...] = np.where(*ctx.inputs)
-            return
+            return None
         w, fn = ctx.prepared
         c, a, b = ctx.flat_in
         out = ctx.flat_out[0]
         bits = _AS_BITS.get(out.dtype)
         if bits is not None:
             a, b, out = a.view(bits), b.view(bits), out.view(bits)
-        fn(c, a, b, out, w.shape, w.strides[0], w.strides[1], w.strides[2], w.block, w.tasks)
+        return [(fn, (c, a, b, out, w.shape, w.strides[0], w.strides[1], w.strides[2], w.block,
+                      w.tasks))]
+
+    def run(self, ctx: RunContext) -> None:
+        calls = self.jit_calls(ctx)
+        if calls is None:
+            ctx.outputs[0][...] = np.where(*ctx.inputs)
+            return
+        make_calls(calls)

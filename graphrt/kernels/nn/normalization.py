@@ -27,9 +27,9 @@ import numpy as np
 from numba import njit, prange
 
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.broadcast import PARALLEL_MIN
-from ..core.floats import F32, FLOATS, compute_dtype, run_wide
+from ..core.floats import F32, FLOATS, compute_dtype, run_wide, wide_calls
 from ..core.jit import Variants
 from ..core.pointwise import scale_shift_relu
 from ..core.summation import DEVIATION_MAGNITUDES, DEVIATION_SQUARES, VALUES
@@ -208,38 +208,52 @@ class _Norm(OpKernel):
         p.folded = None
         ctx.prepared = p
 
-    def run(self, ctx: RunContext) -> None:
+    def _calls(self, ctx: RunContext, ins, outs, take):
+        """The kernel's call over flat ``ins`` and ``outs``; ``take(dtype, shape)`` gives
+        scratch for a parameter that must be broadcast or converted, or a statistic the
+        node does not output (None when the caller has none: then the result is None)."""
         p = ctx.prepared
+        kshape, kstride, rshape, rstride = p.walk
+        if p.folded is not None:        # BatchNormalization with absorbed stages
+            scale, bias, mean, var, prm = p.folded[:5]
+            return [(p.fn, (ins[0], scale, bias, mean, var, outs[0], p.no_stat, p.no_stat,
+                            kshape, kstride, rshape, rstride, p.count, p.cw, prm, True, True,
+                            NO_STATS, p.sets))]
 
-        def param(ins, i, shape=None):
+        def param(i, shape=None):
             if i is None:
                 return p.no_param
             a = ins[i]
             if (shape is None or ctx.inputs[i].shape == shape) and a.dtype == p.cdt:
                 return a
-            full = scratch(ctx, p.cdt, shape or a.shape)
-            np.copyto(full, ins[i].reshape(ctx.inputs[i].shape))
-            return full.reshape(-1)
+            full = take(p.cdt, shape or a.shape)
+            if full is not None:
+                np.copyto(full, ins[i].reshape(ctx.inputs[i].shape))
+                full = full.reshape(-1)
+            return full
 
-        def stat(outs, i):
+        def stat(i):
             if p.stats == NO_STATS:
                 return p.no_stat
             o = outs[i] if i < len(outs) else None
-            return o if o is not None else scratch(ctx, p.stat_dt, (p.sets,))
+            return o if o is not None else take(p.stat_dt, (p.sets,))
 
-        def body(ins, outs):
-            kshape, kstride, rshape, rstride = p.walk
-            if p.folded is not None:        # BatchNormalization with absorbed stages
-                scale, bias, mean, var, prm = p.folded[:5]
-                p.fn(ins[0], scale, bias, mean, var, outs[0], p.no_stat, p.no_stat, kshape,
-                     kstride, rshape, rstride, p.count, p.cw, prm, True, True, NO_STATS, p.sets)
-                return
-            p.fn(ins[0], param(ins, p.scale, p.param_shape), param(ins, p.bias, p.param_shape),
-                 param(ins, p.mean), param(ins, p.var), outs[0], stat(outs, 1), stat(outs, 2),
-                 kshape, kstride, rshape, rstride, p.count, p.cw, p.prm, p.scale is not None,
-                 p.bias is not None, p.stats, p.sets)
+        args = (ins[0], param(p.scale, p.param_shape), param(p.bias, p.param_shape),
+                param(p.mean), param(p.var), outs[0], stat(1), stat(2))
+        if any(a is None for a in args):
+            return None
+        return [(p.fn, args + (kshape, kstride, rshape, rstride, p.count, p.cw, p.prm,
+                               p.scale is not None, p.bias is not None, p.stats, p.sets))]
 
-        run_wide(ctx, body)
+    def jit_calls(self, ctx: RunContext):
+        if type(self).run is not _Norm.run:
+            return None
+        return wide_calls(ctx, lambda ins, outs: self._calls(ctx, ins, outs,
+                                                             lambda dt, shape: None))
+
+    def run(self, ctx: RunContext) -> None:
+        run_wide(ctx, lambda ins, outs: make_calls(self._calls(
+            ctx, ins, outs, lambda dt, shape: scratch(ctx, dt, shape))))
 
 
 def _check_float(ctx, *idx):

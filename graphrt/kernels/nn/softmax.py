@@ -24,9 +24,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, make_calls
 from ..core.broadcast import PARALLEL_MIN
-from ..core.floats import FLOATS, run_wide
+from ..core.floats import FLOATS, run_wide, wide_calls
 from ..core.jit import FAST_MATH, Variants
 from ..core.summation import VALUES
 from ..math.exactmath import FastExact, exp as _own_exp, log as _own_log
@@ -165,9 +165,16 @@ class Softmax(OpKernel):
         parallel = outer * n * inner >= PARALLEL_MIN and tasks > 1
         ctx.prepared = (n, inner, tasks, self.VARIANTS[inner > 1].get(ctx.exact, parallel))
 
-    def run(self, ctx: RunContext) -> None:
+    @staticmethod
+    def _calls(ctx: RunContext, ins, outs):
         n, inner, tasks, fn = ctx.prepared
-        run_wide(ctx, lambda ins, outs: fn(ins[0], outs[0], n, inner, tasks))
+        return [(fn, (ins[0], outs[0], n, inner, tasks))]
+
+    def jit_calls(self, ctx: RunContext):
+        return wide_calls(ctx, lambda ins, outs: self._calls(ctx, ins, outs))
+
+    def run(self, ctx: RunContext) -> None:
+        run_wide(ctx, lambda ins, outs: make_calls(self._calls(ctx, ins, outs)))
 
 
 class LogSoftmax(Softmax):

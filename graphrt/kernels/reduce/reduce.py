@@ -431,12 +431,12 @@ class _Reduce(OpKernel):
         work = scratch(ctx, acc_dt, (work_rows, out.size)) if work_rows else _NO_WORK
         return fn, (x, acc, aux, work, out, ident, n_, *walk)
 
-    def jit_call(self, ctx: RunContext):
+    def jit_calls(self, ctx: RunContext):
         x, out = ctx.flat_in[0], ctx.flat_out[0]
         if ctx.prepared[1] or type(self).run is not _Reduce.run or x.dtype in HALF or \
                 out.dtype in HALF:
             return None
-        return self._call(ctx, x, out)
+        return [self._call(ctx, x, out)]
 
     def run(self, ctx: RunContext) -> None:
         def body(ins, outs):

@@ -19,7 +19,7 @@ from numba import njit, prange
 from numpy.lib.stride_tricks import as_strided
 
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, make_calls
 from ..core.broadcast import BLOCK, PARALLEL_MIN, Walk, row_offset
 from ..core.jit import Variants
 from ..core.words import word_of
@@ -101,17 +101,25 @@ class Window:
         self.walk = Walk([shape[d] for d in kept], [[strides[d] for d in kept]])
         self.fn = STRIDED_GATHER.get(False, self.walk.parallel)
 
+    def calls(self, x: np.ndarray, out: np.ndarray):
+        """The copy as compiled calls (OpKernel.jit_calls); None for a type numpy moves."""
+        if 0 in self.shape:
+            return []
+        if self.word is None:
+            return None
+        w = self.walk
+        return [(self.fn, (x[self.base:].view(self.word), out.view(self.word), w.shape,
+                           w.strides[0], w.block, w.tasks))]
+
     def __call__(self, x: np.ndarray, out: np.ndarray) -> None:
         """``x`` and ``out`` are 1-D (RunContext.flat_in / flat_out)."""
-        if 0 in self.shape:
-            return
-        src = x[self.base:]
-        if self.word is None:
-            view = as_strided(src, self.shape, [s * self.itemsize for s in self.strides])
+        calls = self.calls(x, out)
+        if calls is None:
+            view = as_strided(x[self.base:], self.shape,
+                              [s * self.itemsize for s in self.strides])
             out.reshape(self.shape)[...] = view
             return
-        w = self.walk
-        self.fn(src.view(self.word), out.view(self.word), w.shape, w.strides[0], w.block, w.tasks)
+        make_calls(calls)
 
 
 def _take(x, idx, out, n, inner, m, tasks):
@@ -140,16 +148,25 @@ class Take:
         tasks = outer * m
         self.fn = _TAKE.get(False, tasks * inner >= PARALLEL_MIN and tasks > 1)
 
-    def __call__(self, x: np.ndarray, idx: np.ndarray, out: np.ndarray) -> None:
-        """``x``, ``idx``, ``out`` are 1-D."""
+    def calls(self, x: np.ndarray, idx: np.ndarray, out: np.ndarray):
+        """The gather as compiled calls (OpKernel.jit_calls; indices already checked);
+        None for a type numpy moves."""
         tasks = self.outer * self.m
         if tasks * self.inner == 0:
-            return
+            return []
         if self.word is None:
+            return None
+        return [(self.fn, (x.view(self.word), idx, out.view(self.word), self.n, self.inner,
+                           self.m, tasks))]
+
+    def __call__(self, x: np.ndarray, idx: np.ndarray, out: np.ndarray) -> None:
+        """``x``, ``idx``, ``out`` are 1-D."""
+        calls = self.calls(x, idx, out)
+        if calls is None:
             got = np.take(x.reshape(self.outer, self.n, self.inner), idx, axis=1)
             out.reshape(self.outer, self.m, self.inner)[...] = got
             return
-        self.fn(x.view(self.word), idx, out.view(self.word), self.n, self.inner, self.m, tasks)
+        make_calls(calls)
 
 
 class _AlongAxis(OpKernel):
@@ -176,6 +193,11 @@ class Gather(_AlongAxis):
             check_range(ctx.node, known, n, "index")
         take = Take(dt, math.prod(shape[:axis]), n, math.prod(shape[axis + 1:]), math.prod(ishape))
         ctx.prepared = (take, known is not None)
+
+    def jit_calls(self, ctx: RunContext):
+        """Constant indices only (checked once, at plan time)."""
+        take, checked = ctx.prepared
+        return take.calls(*ctx.flat_in[:2], ctx.flat_out[0]) if checked else None
 
     def run(self, ctx: RunContext) -> None:
         take, checked = ctx.prepared

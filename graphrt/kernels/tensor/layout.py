@@ -12,7 +12,7 @@ import math
 import numpy as np
 from numba import prange
 
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, make_calls
 from ..core.broadcast import BLOCK, PARALLEL_MIN, Walk
 from ..core.jit import Variants
 from ..core.words import numeric_word
@@ -97,14 +97,20 @@ class Transpose(OpKernel):
         walk = Walk([out_shape[d] for d in kept], [[strides[perm[d]] for d in kept]])
         ctx.prepared = (word, (walk, STRIDED_GATHER.get(False, walk.parallel)))
 
-    def run(self, ctx: RunContext) -> None:
+    def jit_calls(self, ctx: RunContext):
         word, data = ctx.prepared
         if word is None:
-            np.copyto(ctx.outputs[0], np.transpose(ctx.inputs[0], data))
-            return
+            return None
         w, fn = data
-        fn(ctx.flat_in[0].view(word), ctx.flat_out[0].view(word), w.shape, w.strides[0],
-           w.block, w.tasks)
+        return [(fn, (ctx.flat_in[0].view(word), ctx.flat_out[0].view(word), w.shape,
+                      w.strides[0], w.block, w.tasks))]
+
+    def run(self, ctx: RunContext) -> None:
+        calls = self.jit_calls(ctx)
+        if calls is None:
+            np.copyto(ctx.outputs[0], np.transpose(ctx.inputs[0], ctx.prepared[1]))
+            return
+        make_calls(calls)
 
 
 class Concat(OpKernel):
@@ -153,12 +159,18 @@ class Concat(OpKernel):
         fn = _PLACE.get(False, parallel)
         ctx.prepared = (word, axis, outer, row, parts, fn)
 
-    def run(self, ctx: RunContext) -> None:
+    def jit_calls(self, ctx: RunContext):
         word, axis, outer, row, parts, fn = ctx.prepared
         if word is None:
-            np.concatenate(ctx.inputs, axis=axis, out=ctx.outputs[0])
-            return
+            return None
         dst = ctx.flat_out[0].view(word)
         flat = ctx.flat_in
-        for i, chunk, offset, block, tasks in parts:
-            fn(flat[i].view(word), dst, chunk, row, offset, block, tasks)
+        return [(fn, (flat[i].view(word), dst, chunk, row, offset, block, tasks))
+                for i, chunk, offset, block, tasks in parts]
+
+    def run(self, ctx: RunContext) -> None:
+        calls = self.jit_calls(ctx)
+        if calls is None:
+            np.concatenate(ctx.inputs, axis=ctx.prepared[1], out=ctx.outputs[0])
+            return
+        make_calls(calls)

@@ -99,8 +99,25 @@ class Slice(OpKernel):
             maps = [f + s * np.arange(c, dtype=np.int64) for f, s, c in zip(first, step, count)]
             ctx.prepared = AxisMaps(dt, shape, maps)
 
+    def jit_calls(self, ctx: RunContext):
+        return _window_calls([ctx.prepared], ctx.flat_in[0], ctx.flat_out)
+
     def run(self, ctx: RunContext) -> None:
         ctx.prepared(ctx.flat_in[0], ctx.flat_out[0])
+
+
+def _window_calls(windows, x, outs):
+    """jit_calls of copies ``windows`` of x into ``outs`` (an output may be unused: None);
+    None when a window is not a Window (AxisMaps) or numpy moves its type."""
+    calls = []
+    for window, out in zip(windows, outs):
+        if out is None:
+            continue
+        more = window.calls(x, out) if isinstance(window, Window) else None
+        if more is None:
+            return None
+        calls += more
+    return calls
 
 
 class Split(OpKernel):
@@ -145,6 +162,9 @@ class Split(OpKernel):
             windows.append(Window(dt, (outer, s, inner), (n * inner, inner, 1), offset * inner))
             offset += s
         ctx.prepared = windows
+
+    def jit_calls(self, ctx: RunContext):
+        return _window_calls(ctx.prepared, ctx.flat_in[0], ctx.flat_out)
 
     def run(self, ctx: RunContext) -> None:
         x = ctx.flat_in[0]

@@ -1,0 +1,107 @@
+"""Per-step cost: models of a few hundred tiny operators, graphrt beside onnxruntime.
+
+    python -m benchmarks.steps [--steps 300] [--threads 1]
+
+Each model is a chain of ``--steps`` operators of one kind on a 4 x 4 float32 tensor, so a
+run is almost all dispatch: the time a run takes divided by the number of operators is what a
+step costs beyond its (tiny) kernel. graphrt's runs are timed after its jitted schedule
+compiled (Session.wait_for_schedules); both runtimes run in one process, alternating blocks
+of runs, and the best block of each counts. The models are made with onnx.helper (this
+measures dispatch, not an exporter's graph).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+import graphrt
+
+SHAPE = [4, 4]
+
+
+def _chain(kind: str, steps: int):
+    """(nodes, initializers, output name) of ``steps`` operators of ``kind`` on "x"."""
+    nodes, inits, prev = [], [], "x"
+    if kind == "Gemm":
+        w = np.random.default_rng(0).standard_normal(SHAPE).astype(np.float32) / 4
+        inits.append(numpy_helper.from_array(w, "w"))
+    if kind == "LayerNormalization":
+        inits += [numpy_helper.from_array(np.ones(4, np.float32), "g"),
+                  numpy_helper.from_array(np.zeros(4, np.float32), "b")]
+    for i in range(steps):
+        out = f"t{i}"
+        if kind == "Split+Concat":
+            if i % 2 == 0:
+                nodes.append(helper.make_node("Split", [prev], [out + "a", out + "b"], axis=1,
+                                              num_outputs=2))
+            else:
+                nodes.append(helper.make_node("Concat", [f"t{i - 1}b", f"t{i - 1}a"], [out],
+                                              axis=1))
+        elif kind == "Transpose":
+            nodes.append(helper.make_node("Transpose", [prev], [out], perm=[1, 0]))
+        elif kind == "Gemm":
+            nodes.append(helper.make_node("Gemm", [prev, "w"], [out]))
+        elif kind == "LayerNormalization":
+            nodes.append(helper.make_node(kind, [prev, "g", "b"], [out]))
+        else:
+            nodes.append(helper.make_node(kind, [prev], [out]))
+        prev = out
+    return nodes, inits, prev
+
+
+def model(kind: str, steps: int) -> bytes:
+    steps += steps % 2 if kind == "Split+Concat" else 0
+    nodes, inits, out = _chain(kind, steps)
+    g = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
+                          [helper.make_tensor_value_info(out, TensorProto.FLOAT, SHAPE)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
+
+
+def _best(fn, runs: int, blocks: int) -> float:
+    best = float("inf")
+    for _ in range(blocks):
+        t0 = time.perf_counter()
+        for _ in range(runs):
+            fn()
+        best = min(best, (time.perf_counter() - t0) / runs)
+    return best
+
+
+KINDS = ["Relu", "Softmax", "LayerNormalization", "Transpose", "Split+Concat", "Gemm"]
+
+
+def main(argv=None) -> int:
+    import onnxruntime as ort
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.steps")
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--kinds", nargs="*", default=KINDS)
+    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
+    x = np.random.default_rng(1).standard_normal(SHAPE).astype(np.float32)
+    print(f"| operator | steps | graphrt µs/run | graphrt µs/step | onnxruntime µs/step | ratio |")
+    print("|---|---|---|---|---|---|")
+    for kind in args.kinds:
+        data = model(kind, args.steps)
+        g = graphrt.Session(data, graphrt.SessionOptions(intra_op_threads=args.threads))
+        for _ in range(3):
+            g.run(None, {"x": x})
+        g.wait_for_schedules(600)
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = args.threads, 1
+        o = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
+        tg, to = float("inf"), float("inf")
+        for _ in range(3):
+            tg = min(tg, _best(lambda: g.run(None, {"x": x}), 300, 1))
+            to = min(to, _best(lambda: o.run(None, {"x": x}), 300, 1))
+        n = args.steps + (args.steps % 2 if kind == "Split+Concat" else 0)
+        print(f"| {kind} | {n} | {tg * 1e6:.1f} | {tg * 1e6 / n:.2f} | {to * 1e6 / n:.2f} | "
+              f"{tg / to:.2f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

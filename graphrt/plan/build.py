@@ -250,9 +250,14 @@ def run_kernel(node: CompiledNode, ctx: RunContext) -> None:
     except SessionError:
         raise
     except Exception as e:  # a kernel bug or a numba typing failure
-        raise SessionError(ErrorKind.UNSUPPORTED,
-                           f"{node.info.op_type} failed: {type(e).__name__}: {e}".splitlines()[0],
-                           node.info.name) from e
+        raise kernel_failure(node, e) from e
+
+
+def kernel_failure(node: CompiledNode, e: Exception) -> SessionError:
+    """The SessionError for an exception a kernel raised that is not one."""
+    return SessionError(ErrorKind.UNSUPPORTED,
+                        f"{node.info.op_type} failed: {type(e).__name__}: {e}".splitlines()[0],
+                        node.info.name)
 
 
 def _layout(graph: CompiledGraph, facts, steps, early_free, extra_keep=()):

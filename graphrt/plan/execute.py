@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import ErrorKind, SessionError
 from ..kernels.core.base import InferContext, RunContext, make_calls, step_calls
 from . import jitsched
-from .build import DYNAMIC, ExecutionPlan, infer_kernel, run_kernel
+from .build import DYNAMIC, ExecutionPlan, infer_kernel, kernel_failure, run_kernel
 from .state import RunState
 
 
@@ -35,8 +35,7 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
     contexts = state.contexts
     calls = state.calls
     if calls is None:
-        calls = state.calls = [None if c is None else step_calls(st.node.kernel, c)
-                               for st, c in zip(plan.steps, contexts)]
+        calls = state.calls = [_calls_of(st, c) for st, c in zip(plan.steps, contexts)]
     if plan.jit_job is not None:
         jitsched.poll(plan)             # compiled by the helper process: load it now
     jit = plan.jit
@@ -92,6 +91,16 @@ def _run_scheduled(plan: ExecutionPlan, state: RunState, jit, calls) -> None:
         i += 1
 
 
+def _calls_of(st, ctx):
+    """The step's jit_calls (None for a dynamic step, a view or a kernel that needs Python)."""
+    if ctx is None:
+        return None
+    try:
+        return step_calls(st.node.kernel, ctx)
+    except Exception as e:  # (a kernel bug: named like a failing run)
+        raise kernel_failure(st.node, e) from e
+
+
 def _run_static(st, ctx, arena, calls) -> None:
     """A static step: its kernel's calls (``calls``, OpKernel.jit_calls: no Python of the
     kernel's own per run), or its run; the scratch a run took from the arena is free again
@@ -100,8 +109,7 @@ def _run_static(st, ctx, arena, calls) -> None:
         try:
             make_calls(calls)
         except Exception as e:  # (the calls do not raise; this is a bug)
-            raise SessionError(ErrorKind.UNSUPPORTED, f"{st.node.info.op_type} failed: "
-                               f"{type(e).__name__}: {e}".splitlines()[0], st.node.info.name) from e
+            raise kernel_failure(st.node, e) from e
         return
     chunks, used, total = len(arena.chunks), arena.used, arena.total
     run_kernel(st.node, ctx)

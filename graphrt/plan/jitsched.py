@@ -3,8 +3,7 @@
 A kernel whose run is a fixed list of calls of compiled functions says so through
 ``OpKernel.jit_calls(ctx)`` -> [(dispatcher, args), ...]. Each maximal run of consecutive
 static steps whose kernels all say so (static views, which run nothing, join them) becomes
-one generated
-function ``segment(S, c, I, F)``: every array argument that lies in the run state's slab
+one generated function ``segment(S, c, I, F)``: every array argument that lies in the run state's slab
 becomes ``S[t][I[a]:I[b]]``, a slice of the slab viewed as its element type (``S`` holds one
 such view per type the segment reads; the offsets are the same for every run state of the
 plan; a slice is cheaper for numba to compile than a view made in the function), every other
@@ -54,8 +53,8 @@ from ..kernels.core.base import step_calls
 
 MIN_STEPS = 2               # a segment shorter than this is not worth a numba call of its own
 MAX_CALLS = 96              # a longer run of steps is cut into segments of at most this many
-MAX_ARRAYS = 800            # calls, or this many arrays outside the slab (numba refuses a
-                            # tuple of 1,000, and a module's compile time grows with its size)
+MAX_ARRAYS = 800            # calls, or this many array arguments (numba refuses a tuple of
+                            # 1,000, and a module's compile time grows with its size)
 
 
 class Segment:

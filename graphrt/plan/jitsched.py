@@ -285,7 +285,7 @@ def _call_of(step, ctx):
     the step must run as Python."""
     if step.view:
         return []
-    if step.dynamic or ctx is None or not step.node.kernel.in_segments:
+    if step.dynamic or ctx is None:
         return None
     return step_calls(step.node.kernel, ctx)
 

@@ -55,10 +55,6 @@ class OpKernel:
     outputs_data_dependent = False  # output shapes depend on values: run allocates outputs
     constant_foldable = True        # same inputs give the same outputs
     fixed_output = None             # the one output of a kernel without inputs that never varies
-    # jit_calls may be compiled into the plan's segments; False for the products' tiles: a
-    # segment calling them was not cacheable by numba (their function-pointer tables are
-    # dynamic globals) and took about 0.5 s of LLVM time per call (steps run them as calls)
-    in_segments = True
 
     def __init__(self, node: NodeInfo):
         self.node = node
@@ -75,7 +71,9 @@ class OpKernel:
         the run's arena -- so that the plan's jitted schedule may make the calls itself
         (plan/jitsched.py), and a step outside the segments may make them instead of
         ``run`` (plan/execute.py); an empty list when the run does nothing; None (the
-        default) when the run needs Python. Derive ``run`` and this from one function that builds
+        default) when the run needs Python. The calls are made once per run state and
+        replayed by whichever thread runs it, so they must not hold per-thread buffers (the
+        products' tile scratch is per Python thread: MatMul and Gemm give none). Derive ``run`` and this from one function that builds
         the arguments, so that the two cannot drift apart."""
         return None
 

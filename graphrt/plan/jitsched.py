@@ -243,7 +243,7 @@ def compile_schedule(plan, state) -> Schedule | None:
 def prepare(plan, state) -> Job | None:
     """The plan's segments generated, written and imported (arrays located in ``state``);
     None when no run of steps is worth a segment."""
-    calls = [_call_of(st, ctx) for st, ctx in zip(plan.steps, state.contexts)]
+    calls = _calls_of(plan, state)
     runs = []
     i = 0
     while i < len(calls):
@@ -274,20 +274,20 @@ def prepare(plan, state) -> Job | None:
         specs.append(Spec(start, stop, fn, data, sig, kernels, path))
 
     def consts_of(st):
-        return [_consts_of([_call_of(s, c) for s, c in zip(plan.steps[sp.start:sp.stop],
-                                                            st.contexts[sp.start:sp.stop])],
-                           st.slab) for sp in specs]
+        calls_st = _calls_of(plan, st)
+        return [_consts_of(calls_st[sp.start:sp.stop], st.slab) for sp in specs]
     return Job(specs, consts_of)
 
 
-def _call_of(step, ctx):
-    """[(dispatcher, args), ...] of a step, [] for a static view (nothing to run), None when
+def _calls_of(plan, state) -> list:
+    """Each step's [(dispatcher, args), ...] in ``state`` (the step loop's ``state.calls``,
+    made here when no run made them yet), [] for a static view (nothing to run), None when
     the step must run as Python."""
-    if step.view:
-        return []
-    if step.dynamic or ctx is None:
-        return None
-    return step_calls(step.node.kernel, ctx)
+    if state.calls is None:
+        state.calls = [None if c is None else step_calls(st.node.kernel, c)
+                       for st, c in zip(plan.steps, state.contexts)]
+    return [[] if st.view else None if st.dynamic else c
+            for st, c in zip(plan.steps, state.calls)]
 
 
 def _in_slab(a: np.ndarray, slab: np.ndarray):

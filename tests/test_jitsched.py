@@ -296,3 +296,31 @@ def test_exported_models_give_the_step_by_step_bits(stem, mode):
               if not st.view and not st.dynamic and st.node.kernel.jit_calls(ctx) is None}
     assert not python & {"Softmax", "LayerNormalization", "Transpose", "Concat", "Where",
                          "Split", "Slice"}, python
+
+
+def test_product_calls_replayed_by_any_thread_hold_their_run_states_scratch():
+    """A Gemm step gives its tile call once per run state, and whichever thread runs that
+    state next replays it: the tile scratch in the call is the run state's, one per state,
+    never a thread's."""
+    from graphrt.kernels.gemm import microkernel
+    from graphrt.plan.execute import execute
+
+    sess = graphrt.Session(models.mlp())
+    x = np.random.default_rng(0).standard_normal((8, 16)).astype(np.float32)
+    want = sess.run(None, {"x": x})[0]
+    entry = sess._plans._entries[0][1]
+    plan = entry.plan
+    states = [entry.take(), entry.take()]
+    for st in states:
+        execute(plan, st, [x], None, False)
+        np.testing.assert_array_equal(st.values[plan.graph.output_ids[0]], want)
+    gemm = [i for i, s in enumerate(plan.steps) if s.node.info.op_type == "Gemm"]
+    assert gemm and all(states[0].calls[i] is not None for i in gemm)
+    mine = microkernel.work_for(np.float32)
+    for i in gemm:
+        scratch = [[a for a in st.calls[i][0][1] if isinstance(a, np.ndarray) and a.ndim == 2
+                    and a.shape[0] == mine.shape[0] and a.shape[1] == mine.shape[1]]
+                   for st in states]
+        assert scratch[0] and scratch[1]
+        assert scratch[0][0] is not scratch[1][0] and scratch[0][0] is not mine
+        assert any(v is scratch[0][0] for v in states[0].held.values())

@@ -55,6 +55,7 @@ class Step:
     # and the last run's inference with what it depended on (execute._infer_dynamic)
     fixed: frozenset = frozenset()
     memo: object = None
+    data_dependent: bool = False    # its infer said so at plan time (InferContext)
 
 
 class ExecutionPlan:
@@ -171,10 +172,10 @@ def plan_node(node: CompiledNode, ins: list, exact: bool) -> tuple[list, Step | 
         return _dynamic(node, ins)
     ctx = InferContext(node.info, exact, [f.dtype if f else None for f in ins],
                        [f.shape if f else None for f in ins],
-                       [f.value if f else None for f in ins], n_out)
+                       [f.value if f else None for f in ins], n_out, planning=True)
     infer_kernel(node, ctx)
-    if ctx.needs_values:
-        return _dynamic(node, ins)
+    if ctx.needs_values or ctx.data_dependent:
+        return _dynamic(node, ins, ctx.data_dependent)
     _check_stated(node, ctx)
     if any(c is not None for c in ctx.constants):
         if not all(c is not None for c, o in zip(ctx.constants, node.outputs) if o >= 0):
@@ -204,10 +205,11 @@ def plan_node(node: CompiledNode, ins: list, exact: bool) -> tuple[list, Step | 
         Step(node, dynamic=False, prepared=ctx.prepared)
 
 
-def _dynamic(node: CompiledNode, ins: list) -> tuple[list, Step]:
+def _dynamic(node: CompiledNode, ins: list, data_dependent: bool = False) -> tuple[list, Step]:
     """Facts and step of a node whose outputs are known only when it runs."""
     fixed = frozenset(i for i, f in enumerate(ins) if f is not None and f.kind == CONST)
-    return [Fact(DYNAMIC)] * len(node.outputs), Step(node, dynamic=True, fixed=fixed)
+    return [Fact(DYNAMIC)] * len(node.outputs), Step(node, dynamic=True, fixed=fixed,
+                                                    data_dependent=data_dependent)
 
 
 def evaluate_constant_node(node: CompiledNode, values: list, exact: bool) -> list | None:

@@ -132,10 +132,11 @@ class PlanCache:
         finally:
             entry.release()
 
-    def held(self) -> "HeldRuns":
+    def held(self, keep: tuple = ()) -> "HeldRuns":
         """Repeated runs that keep one plan and run state while the inputs' signature stays
-        (a Loop's iterations); close(), or the end of a ``with`` block, gives them back."""
-        return HeldRuns(self)
+        (a Loop's iterations); close(), or the end of a ``with`` block, gives them back.
+        ``keep``: values the plans keep alive to the end (see acquire)."""
+        return HeldRuns(self, keep)
 
     def wait_for_schedules(self, timeout: float | None = None) -> bool:
         """Wait until no cached plan is still compiling its jitted schedule; False when
@@ -167,16 +168,16 @@ class HeldRuns:
     """PlanCache.run for a run of calls (without its buffer checks, profile or thread
     switch), acquiring the plan and taking a run state only when the signature changes."""
 
-    __slots__ = ("cache", "key", "entry", "state")
+    __slots__ = ("cache", "keep", "key", "entry", "state")
 
-    def __init__(self, cache: PlanCache):
-        self.cache, self.key, self.entry, self.state = cache, None, None, None
+    def __init__(self, cache: PlanCache, keep: tuple = ()):
+        self.cache, self.keep, self.key, self.entry, self.state = cache, keep, None, None, None
 
     def run(self, arrays: list, deliver: Callable, cancel=None):
         key = signature(arrays)
         if key != self.key:
             self.close()
-            self.entry = self.cache.acquire(key)
+            self.entry = self.cache.acquire(key, self.keep)
             self.state = self.entry.take()
             self.key = key
         plan, state = self.entry.plan, self.state

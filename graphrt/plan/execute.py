@@ -28,6 +28,14 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
             values[vid] = x             # a packed value: read, never written
         else:
             np.copyto(values[vid], x, casting="no")
+    execute_staged(plan, state, cancel, poison, timings)
+
+
+def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
+                   timings: list | None = None) -> None:
+    """``execute`` with the inputs already in ``state.values`` (a loop body's next
+    iteration, subgraph.Iterations)."""
+    values = state.values
     state.arena.reset()
     slab = state.slab
     if poison:
@@ -39,7 +47,7 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
     if plan.jit_job is not None:
         jitsched.poll(plan)             # compiled by the helper process: load it now
     jit = plan.jit
-    if jit is not None and cancel is None and timings is None and not poison:
+    if cancel is None and timings is None and not poison and (jit is not None or plan.runs >= 2):
         _run_scheduled(plan, state, jit, calls)
         return
     for i, st in enumerate(plan.steps):
@@ -64,31 +72,75 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
 
 
 def _run_scheduled(plan: ExecutionPlan, state: RunState, jit, calls) -> None:
-    """The steps with the compiled segments of ``jit`` in place of theirs."""
-    values, slab, contexts = state.values, state.slab, state.contexts
-    consts = jit.consts(state)
-    segments = jit.segments
+    """The steps as the run state's program (``_program``), which puts the compiled segments
+    of ``jit`` in place of their steps."""
+    program = state.program
+    if program is None or program[0] is not jit:
+        program = state.program = (jit, _program(plan, state, jit, calls))
+    values, slab, contexts, arena = state.values, state.slab, state.contexts, state.arena
     steps = plan.steps
-    i, k = 0, 0
+    i = 0
+    try:
+        for fn, args, i in program[1]:
+            if fn is not None:
+                fn(*args)
+                continue
+            st = steps[i]
+            if st.dynamic:
+                _run_dynamic(st, values, arena, plan.graph.exact, None, slab)
+            else:
+                _run_static(st, contexts[i], arena, None)
+    except SessionError:
+        raise
+    except Exception as e:  # (compiled calls do not raise; this is a bug)
+        segment = next((g for g in jit.segments if g.start == i), None) if jit else None
+        if segment is None:
+            raise kernel_failure(steps[i].node, e) from e
+        first, last = steps[i].node.info, steps[segment.stop - 1].node.info
+        raise SessionError(ErrorKind.UNSUPPORTED,
+                           f"the compiled steps {first.name!r} to {last.name!r} failed: "
+                           f"{type(e).__name__}: {e}".splitlines()[0], first.name) from e
+
+
+def _program(plan: ExecutionPlan, state: RunState, jit, calls) -> list:
+    """A run of ``state`` as one flat list: (dispatcher, args, step) for each compiled call
+    (a segment of ``jit``, or one of a step's jit_calls), (None, None, step) for a step
+    that runs as Python; static views have nothing to run."""
+    segments = {} if jit is None else {g.start: (k, g) for k, g in enumerate(jit.segments)}
+    consts = None if jit is None else jit.consts(state)
+    program = []
+    steps = plan.steps
+    i = 0
     while i < len(steps):
-        if k < len(segments) and segments[k].start == i:
-            try:
-                g = segments[k]
-                g.fn(*consts[k], g.ints, g.floats)
-            except Exception as e:  # (the kernels jitted do not raise; this is a bug)
-                first, last = steps[i].node.info, steps[segments[k].stop - 1].node.info
-                raise SessionError(ErrorKind.UNSUPPORTED,
-                                   f"the compiled steps {first.name!r} to {last.name!r} failed: "
-                                   f"{type(e).__name__}: {e}".splitlines()[0], first.name) from e
-            i = segments[k].stop
-            k += 1
+        if i in segments:
+            k, g = segments[i]
+            args = (*consts[k], g.ints, g.floats)
+            program.append((_entry(g.fn, args), args, i))
+            i = g.stop
             continue
         st = steps[i]
-        if st.dynamic:
-            _run_dynamic(st, values, state.arena, plan.graph.exact, None, slab)
-        elif not st.view:
-            _run_static(st, contexts[i], state.arena, calls[i])
+        if st.view:
+            pass
+        elif st.dynamic or calls[i] is None:
+            program.append((None, None, i))
+        else:
+            program += [(_entry(fn, args), args, i) for fn, args in calls[i]]
         i += 1
+    return program
+
+
+def _entry(fn, args):
+    """The compiled entry point a numba dispatcher would pick for ``args`` (found once: the
+    dispatcher's own choice costs about 0.3 us a call, more with many arguments), else
+    ``fn`` itself (not compiled for these types yet, or not a dispatcher)."""
+    overloads = getattr(fn, "overloads", None)
+    if overloads is None or not hasattr(fn, "typeof_pyval"):
+        return fn
+    try:
+        cres = overloads.get(tuple(fn.typeof_pyval(a) for a in args))
+    except Exception:   # (a value numba cannot type: let the dispatcher say so)
+        return fn
+    return fn if cres is None or cres.entry_point is None else cres.entry_point
 
 
 def _calls_of(st, ctx):
@@ -160,10 +212,12 @@ def _run_dynamic(st, values, arena, exact: bool, cancel, slab) -> None:
     ins = [values[i] if i >= 0 else None for i in node.inputs]
     n_out = len(node.outputs)
     kernel = node.kernel
-    if kernel.outputs_data_dependent:
+    ictx = None
+    if not (kernel.outputs_data_dependent or st.data_dependent):
+        ictx = _infer_dynamic(st, ins, exact)
+    if ictx is None or ictx.data_dependent:
         ctx = RunContext(node.info, ins, [None] * n_out, None, exact, arena, cancel)
     else:
-        ictx = _infer_dynamic(st, ins, exact)
         if any(c is not None for c in ictx.constants):
             for o, c in zip(node.outputs, ictx.constants):
                 if o >= 0:

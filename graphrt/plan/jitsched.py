@@ -282,11 +282,11 @@ def prepare(plan, state) -> Job | None:
 def _calls_of(plan, state) -> list:
     """Each step's [(dispatcher, args), ...] in ``state`` (the step loop's ``state.calls``,
     made here when no run made them yet), [] for a static view (nothing to run), None when
-    the step must run as Python."""
+    the step must run outside the segments (Python, or calls the step loop replays)."""
     if state.calls is None:
         state.calls = [None if c is None else step_calls(st.node.kernel, c)
                        for st, c in zip(plan.steps, state.contexts)]
-    return [[] if st.view else None if st.dynamic else c
+    return [[] if st.view else None if st.dynamic or not st.node.kernel.in_segments else c
             for st, c in zip(plan.steps, state.calls)]
 
 

@@ -40,8 +40,11 @@ class RunState:
         self.values = values
         self.jit_consts = None          # the jitted schedule's constant tuples (jitsched)
         self.calls = None               # each step's jit_calls, made at the first run
+        self.program = None             # (schedule, the run as a flat list: execute._program)
+        self.memo: dict = {}            # what callers derive from this state (its buffers)
         exact = plan.graph.exact
         self.arena = Arena(arena_limit, poison)
+        self.held: dict = {}            # scratch kept from run to run (kernels/core/held.py)
         self.contexts: list[RunContext | None] = []
         for st in plan.steps:
             if st.dynamic or st.view:
@@ -51,7 +54,7 @@ class RunState:
             self.contexts.append(RunContext(
                 n.info, [values[i] if i >= 0 else None for i in n.inputs],
                 [values[o] if o >= 0 else None for o in n.outputs], st.prepared, exact,
-                self.arena))
+                self.arena, held=self.held))
 
 
 class StatePool:

@@ -10,7 +10,7 @@ import numpy as np
 
 from ... import dtypes as _dt, packed
 from ...errors import ErrorKind, SessionError
-from ..core.base import OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext
 
 
 class _BodyKernel(OpKernel):
@@ -47,14 +47,36 @@ def _empty_of(info, shape=(0,)):
 
 
 class If(_BodyKernel):
-    """Runs then_branch when cond is true, else else_branch; outputs are the branch's."""
+    """Runs then_branch when cond is true, else else_branch; outputs are the branch's. Where
+    both branches give outputs of one planned type and shape for the plan's captured inputs,
+    the step is static: its outputs live in the plan's slab and the branch writes them
+    there. Else they are known only when the branch has run."""
+
+    outputs_data_dependent = False
 
     def __init__(self, node):
         super().__init__(node)
         self.branches = (self._body("else_branch"), self._body("then_branch"))
 
+    def infer(self, ctx: InferContext) -> None:
+        outs = None
+        if ctx.planning:        # (at run time, captured inputs may be packed values)
+            n = self.node.n_inputs
+            types = [(ctx.dtype(i), ctx.shape(i)) for i in range(n, ctx.n_inputs)]
+            outs = [b.planned_outputs(types) for b in self.branches]
+        if outs is None or outs[0] is None or outs[0] != outs[1] or \
+                len(outs[0]) != self.node.n_outputs:
+            ctx.outputs_known_at_run()
+            return
+        for i, (dt, shape) in enumerate(outs[0]):
+            ctx.set_output(i, dt, shape)
+        ctx.prepared = True
+
     def run(self, ctx: RunContext) -> None:
         body = self.branches[bool(_scalar(ctx, 0, "cond"))]
+        if ctx.prepared:
+            body.run_into(self._captured(ctx), ctx.outputs, ctx.cancel, ctx.held)
+            return
         outs = body.run(self._captured(ctx), ctx.cancel)
         if len(outs) != len(ctx.outputs):
             self.node.fail(f"the branch gives {len(outs)} outputs, the node has {len(ctx.outputs)}")
@@ -83,22 +105,36 @@ class Loop(_BodyKernel):
         n_scan = len(self.body.output_infos) - 1 - self.n_carried
         scans: list[list] = [[] for _ in range(n_scan)]
         i = 0
-        with self.body.held() as held:
+        nc = self.n_carried
+        # the body's cond input is true at every call after the first (else the loop ended)
+        with self.body.iterations([0, 1], [(1 + k, 2 + k) for k in range(nc)]) as calls:
+            outs = None
             while (trips is None or i < trips) and cond:
                 self._check_cancel(ctx)
-                outs = self.body.run([np.array(i, np.int64), np.array(cond)] + carried
-                                     + captured, ctx.cancel, held)
-                cond = bool(np.asarray(outs[0]).reshape(-1)[0])
-                carried = outs[1:1 + self.n_carried]
+                if outs is None:
+                    outs = calls.first([np.array(0, np.int64), np.array(cond)] + carried
+                                       + captured, ctx.cancel)
+                else:
+                    outs = calls.next([i, True], ctx.cancel)
+                cond = _truth(outs[0], self.node)
                 for k in range(n_scan):
-                    scans[k].append(outs[1 + self.n_carried + k])
+                    scans[k].append(np.array(outs[1 + nc + k], copy=True))
                 i += 1
+            if outs is not None:
+                carried = [np.array(o, copy=True) for o in outs[1:1 + nc]]
         for k, v in enumerate(carried):
             ctx.set_output_value(k, v)
         infos = self.body.output_infos[1 + self.n_carried:]
         for k in range(n_scan):
             value = _stack(scans[k], 0, self.node) if scans[k] else _empty_of(infos[k])
             ctx.set_output_value(self.n_carried + k, value)
+
+
+def _truth(value, node) -> bool:
+    """A body's condition output: one element."""
+    if getattr(value, "size", 0) != 1:
+        node.fail("the body's condition output must hold one element", ErrorKind.INVALID_INPUT)
+    return bool(value.item())
 
 
 def _stack(items, axis: int, node):
@@ -172,15 +208,22 @@ class Scan(_BodyKernel):
         if length is not None:
             steps = min(steps, length)
         outs: list[list] = [[] for _ in range(self.n_scan_out)]
-        with self.body.held() as held:
+        ns = self.n_states
+        with self.body.iterations(list(range(ns, ns + len(xs))),
+                                  [(k, k) for k in range(ns)]) as calls:
+            res = None
             for t in range(steps):
                 self._check_cancel(ctx)
                 slices = [np.take(x, steps - 1 - t if d else t, axis=a)
                           for x, a, d in zip(xs, axes, self.in_dirs)]
-                res = self.body.run(list(states) + slices + captured, ctx.cancel, held)
-                states = res[:self.n_states]
+                if res is None:
+                    res = calls.first(list(states) + slices + captured, ctx.cancel)
+                else:
+                    res = calls.next(slices, ctx.cancel)
                 for k in range(self.n_scan_out):
-                    outs[k].append(res[self.n_states + k])
+                    outs[k].append(np.array(res[ns + k], copy=True))
+            if res is not None:
+                states = [np.array(v, copy=True) for v in res[:ns]]
         placed = []
         infos = self.body.output_infos[self.n_states:]
         for k in range(self.n_scan_out):

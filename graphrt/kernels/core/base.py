@@ -55,6 +55,10 @@ class OpKernel:
     outputs_data_dependent = False  # output shapes depend on values: run allocates outputs
     constant_foldable = True        # same inputs give the same outputs
     fixed_output = None             # the one output of a kernel without inputs that never varies
+    # jit_calls may be compiled into the plan's segments; False for the products' tiles: a
+    # segment calling them was not cacheable by numba (their function-pointer tables are
+    # dynamic globals) and took about 0.5 s of LLVM time per call (steps run them as calls)
+    in_segments = True
 
     def __init__(self, node: NodeInfo):
         self.node = node
@@ -72,9 +76,9 @@ class OpKernel:
         (plan/jitsched.py), and a step outside the segments may make them instead of
         ``run`` (plan/execute.py); an empty list when the run does nothing; None (the
         default) when the run needs Python. The calls are made once per run state and
-        replayed by whichever thread runs it, so they must not hold per-thread buffers (the
-        products' tile scratch is per Python thread: MatMul and Gemm give none). Derive ``run`` and this from one function that builds
-        the arguments, so that the two cannot drift apart."""
+        replayed by whichever thread runs it next, so a buffer they hold must belong to the
+        run state (``ctx.held``, see core/held.py), never to a thread. Derive ``run`` and this
+        from one function that builds the arguments, so that the two cannot drift apart."""
         return None
 
     # -- hooks of the fusion pass (kernels/elementwise/fused.py); the defaults decline ------
@@ -132,9 +136,10 @@ class InferContext:
     """Input facts of one node for one plan (or one run, for dynamic nodes)."""
 
     __slots__ = ("node", "exact", "_dtypes", "_shapes", "_values", "out_dtypes", "out_shapes",
-                 "constants", "prepared", "needs_values")
+                 "constants", "prepared", "needs_values", "planning", "data_dependent")
 
-    def __init__(self, node: NodeInfo, exact: bool, in_dtypes, in_shapes, in_values, n_out: int):
+    def __init__(self, node: NodeInfo, exact: bool, in_dtypes, in_shapes, in_values, n_out: int,
+                 planning: bool = False):
         self.node = node
         self.exact = exact
         self._dtypes = in_dtypes
@@ -145,6 +150,8 @@ class InferContext:
         self.constants = [None] * n_out
         self.prepared = None
         self.needs_values = False
+        self.planning = planning        # a plan is being built (else: a dynamic step's run)
+        self.data_dependent = False     # set by infer: outputs known only once the kernel ran
 
     @property
     def n_inputs(self) -> int:
@@ -196,6 +203,11 @@ class InferContext:
     def require_run_time_values(self) -> None:
         self.needs_values = True
 
+    def outputs_known_at_run(self) -> None:
+        """The outputs cannot be stated here: the step runs as a kernel with
+        ``outputs_data_dependent`` does (``run`` makes them; ``prepared`` is None)."""
+        self.data_dependent = True
+
     def check_dtype(self, i: int, allowed, what: str = "") -> np.dtype:
         dt = self.dtype(i)
         if dt not in allowed:
@@ -227,10 +239,10 @@ class RunContext:
     the same memory (kernels are compiled for 1-D arrays, whatever the rank)."""
 
     __slots__ = ("node", "inputs", "outputs", "flat_in", "flat_out", "prepared", "exact",
-                 "arena", "cancel")
+                 "arena", "cancel", "held")
 
     def __init__(self, node: NodeInfo, inputs, outputs, prepared, exact: bool, arena=None,
-                 cancel=None):
+                 cancel=None, held=None):
         self.node = node
         self.inputs = inputs
         self.outputs = outputs
@@ -240,6 +252,7 @@ class RunContext:
         self.exact = exact
         self.arena = arena
         self.cancel = cancel
+        self.held = held            # what the run state keeps for its steps (core/held.py), or None
 
     def set_output_value(self, i: int, value: np.ndarray) -> None:
         """For kernels with data-dependent outputs: an array made by the kernel itself."""

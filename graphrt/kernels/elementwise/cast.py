@@ -309,6 +309,13 @@ class Cast(OpKernel):
             return ("e8m0", odd, _E8M0.get(True, parallel), self.round_mode, self.saturate)
         return ("odd", odd)
 
+    def jit_calls(self, ctx: RunContext):
+        """The conversion kernel's one call where the input needs no widening first."""
+        wide, plan = ctx.prepared
+        if wide is not None or plan[0] != "kernel":
+            return None
+        return [_kernel_call(plan, ctx.flat_in[0], ctx.flat_out[0])]
+
     def run(self, ctx: RunContext) -> None:
         wide, plan = ctx.prepared
         x, out = ctx.flat_in[0], ctx.flat_out[0]
@@ -322,8 +329,8 @@ class Cast(OpKernel):
         elif how == "numpy":
             _numpy_cast(x, out, plan[1], ctx.exact)
         elif how == "kernel":
-            _, fn, extra, block, tasks = plan
-            fn(x, out, *extra, block, tasks)
+            fn, args = _kernel_call(plan, x, out)
+            fn(*args)
         elif how == "low":
             _, fn, mask, block, tasks = plan
             fn(x, out.view(np.uint8), mask, block, tasks)
@@ -337,6 +344,12 @@ class Cast(OpKernel):
             else:
                 _, _, e8, mode, saturate = plan
                 e8(bits, out.view(np.uint8), mode, saturate, block, tasks)
+
+
+def _kernel_call(plan, x, out):
+    """(kernel, args) of a "kernel" plan converting flat ``x`` into flat ``out``."""
+    _, fn, extra, block, tasks = plan
+    return fn, (x, out, *extra, block, tasks)
 
 
 def _standard_plan(src, dst, exact, parallel, block, tasks):

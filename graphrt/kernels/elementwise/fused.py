@@ -30,6 +30,10 @@ class FusedEpilogue(OpKernel):
         self.stages = tuple(stages)
         self.supports_exact = primary.supports_exact and all(s.kernel.supports_exact for s in stages)
 
+    @property
+    def in_segments(self) -> bool:
+        return self.primary.in_segments and all(s.kernel.in_segments for s in self.stages)
+
     def describe(self) -> str:
         return "+".join([self.primary.node.op_type] + [s.kernel.node.op_type for s in self.stages])
 
@@ -102,7 +106,7 @@ class FusedEpilogue(OpKernel):
             return None
         passes = [(self.primary, RunContext(self.primary.node, ctx.inputs[:self.n_primary],
                                             [buf], facts[0][2], ctx.exact, ctx.arena,
-                                            ctx.cancel))]
+                                            ctx.cancel, ctx.held))]
         for k, st in enumerate(self.stages[absorbed:], 1 + absorbed):
             dt, shape, prepared = facts[k]
             if k == last or (buf is final and fits(dt, shape)):
@@ -113,7 +117,8 @@ class FusedEpilogue(OpKernel):
                     return None
             passes.append((st.kernel, RunContext(st.kernel.node,
                                                  self._stage_inputs(st, buf, ctx.inputs), [out],
-                                                 prepared, ctx.exact, ctx.arena, ctx.cancel)))
+                                                 prepared, ctx.exact, ctx.arena, ctx.cancel,
+                                                 ctx.held)))
             buf = out
         return passes, buf is not final
 

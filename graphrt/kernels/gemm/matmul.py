@@ -27,6 +27,7 @@ class MatMul(OpKernel):
                                              np.uint32, np.uint64)) | HALF
     trans_a = trans_b = False       # FusedMatMul: the last two axes of A or B swapped
     alpha = 1.0                     # FusedMatMul: the product times alpha (one rounding)
+    in_segments = False             # see OpKernel.in_segments
 
     def __init__(self, node):
         super().__init__(node)
@@ -70,6 +71,14 @@ class MatMul(OpKernel):
         product, _, narrowed, _ = prepared
         return not narrowed and self.alpha == 1.0 and product.absorb_relu()
 
+    def jit_calls(self, ctx: RunContext):
+        """The product's one call where nothing is widened, narrowed or scaled after."""
+        product, bc, narrowed, _ = ctx.prepared
+        if narrowed or self.alpha != 1.0:
+            return None
+        return _calls(product.call_of(ctx.flat_in[0], ctx.flat_in[1] if bc is None else bc,
+                                      ctx.flat_out[0], holder=ctx.held))
+
     def run(self, ctx: RunContext) -> None:
         product, bc, _, wide = ctx.prepared
         out = ctx.flat_out[0]
@@ -78,6 +87,12 @@ class MatMul(OpKernel):
         if self.alpha != 1.0:
             np.multiply(buf, buf.dtype.type(self.alpha), out=buf)
         narrow(out, buf)
+
+
+def _calls(call):
+    """jit_calls of a product: its call, or None for the BLAS (Python around it) and an
+    empty product (no call)."""
+    return None if call is None else [call]
 
 
 class FusedMatMul(MatMul):
@@ -101,6 +116,7 @@ class Gemm(OpKernel):
 
     supports_exact = True
     ALLOWED = frozenset(np.dtype(t) for t in (np.float32, np.float64)) | HALF
+    in_segments = False
 
     def __init__(self, node):
         super().__init__(node)
@@ -146,6 +162,14 @@ class Gemm(OpKernel):
     def absorb_relu(self, prepared) -> bool:
         product, _, narrowed, _ = prepared
         return not narrowed and product.absorb_relu()
+
+    def jit_calls(self, ctx: RunContext):
+        product, bc, narrowed, _ = ctx.prepared
+        if narrowed:
+            return None
+        flat = ctx.flat_in
+        return _calls(product.call_of(flat[0], flat[1] if bc is None else bc, ctx.flat_out[0],
+                                      flat[2] if len(flat) > 2 else None, holder=ctx.held))
 
     def run(self, ctx: RunContext) -> None:
         product, bc, _, wide = ctx.prepared

@@ -32,6 +32,7 @@ from numba import carray, cfunc, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ..core.held import held_buffer
 from ..core.jit import rebind
 from . import micro_ir
 from .micro_ir import (EPI_C, EPI_RELU, FULL, FUSED_EPILOGUE, HALF,  # noqa: F401 (re-exported)
@@ -429,18 +430,9 @@ def work_size(itemsize: int) -> int:
     return MC * KC + KC * max(nr, nc) + MR * nr
 
 
-_WORK = threading.local()
-
-
-def work_for(dtype) -> np.ndarray:
-    """Per-thread tile scratch: one row of work_size elements per numba pool thread (kernels
-    take row numba.get_thread_id()), kept per Python thread and reused, so warm runs allocate
-    nothing and concurrent runs (each on its own Python thread) never share one."""
-    cache = getattr(_WORK, "cache", None)
-    if cache is None:
-        cache = _WORK.cache = {}
+def work_for(dtype, holder: dict | None = None) -> np.ndarray:
+    """Tile scratch: one row of work_size elements per numba pool thread (kernels take row
+    numba.get_thread_id()), kept in ``holder`` (a run state's, else the Python thread's:
+    core/held.py), so warm runs allocate nothing and concurrent runs never share one."""
     dt = np.dtype(dtype)
-    buf = cache.get(dt)
-    if buf is None:
-        buf = cache[dt] = np.empty((numba.config.NUMBA_NUM_THREADS, work_size(dt.itemsize)), dt)
-    return buf
+    return held_buffer(dt, (numba.config.NUMBA_NUM_THREADS, work_size(dt.itemsize)), holder)

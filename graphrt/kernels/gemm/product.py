@@ -26,7 +26,6 @@ wrap around. Gemm's epilogue is two correctly rounded multiplies and an add in b
 from __future__ import annotations
 
 import os
-import threading
 
 import numba
 import numpy as np
@@ -34,6 +33,7 @@ from numba import njit, prange
 
 from ...errors import ErrorKind, SessionError
 from ...threads import ensure_layer
+from ..core.held import held_buffer
 from ..core.jit import Variants
 from ..core.pointwise import relu_float
 from . import blas, microkernel
@@ -280,13 +280,14 @@ class _TileCall:
         return self.tasks if batches is None else \
             min(batches, len(self.offa)) * int(self.geo[_T_TM] * self.geo[_T_TN])
 
-    def call_of(self, a, b, c, out, batches: int | None = None):
-        """(kernel, args) of the product on graphrt's micro-kernel; None for the BLAS
-        (held at one thread around the call: Python work)."""
+    def call_of(self, a, b, c, out, batches: int | None = None, holder: dict | None = None):
+        """(kernel, args) of the product on graphrt's micro-kernel, its scratch kept in
+        ``holder`` (core/held.py); None for the BLAS (held at one thread around the call:
+        Python work)."""
         if not self.own:
             return None
         return self.fn, (a, b, c, out, self.offa, self.offb, self.geo, self.alpha, self.beta,
-                         self.unit, self._tasks(batches), microkernel.work_for(out.dtype),
+                         self.unit, self._tasks(batches), microkernel.work_for(out.dtype, holder),
                          self.btab, self.kt)
 
     def __call__(self, a, b, c, out, batches: int | None = None) -> None:
@@ -406,21 +407,10 @@ def _plan_tiles(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=Tru
     return call
 
 
-_PANELS = threading.local()
-
-
-def panels_for(dtype, slots: int) -> np.ndarray:
+def panels_for(dtype, slots: int, holder: dict | None = None) -> np.ndarray:
     """The packing panels a product needs: ``slots`` rows (one per pool thread) of KB x
-    JB_PACKED elements, kept per Python thread and reused, so warm runs allocate nothing and
-    concurrent runs (each on its own Python thread) never share one."""
-    cache = getattr(_PANELS, "cache", None)
-    if cache is None:
-        cache = _PANELS.cache = {}
-    key = (np.dtype(dtype), slots)
-    buf = cache.get(key)
-    if buf is None:
-        buf = cache[key] = np.empty((slots, KB * JB_PACKED), key[0])
-    return buf
+    JB_PACKED elements, kept like microkernel.work_for's scratch."""
+    return held_buffer(dtype, (slots, KB * JB_PACKED), holder)
 
 
 def batch_offsets(shape, batch, matrix_size) -> np.ndarray:
@@ -514,18 +504,21 @@ class Product:
         self.fn = variants.get(exact, True)
         self.fn_serial = variants.get(exact, False)
 
-    def call_of(self, a, b, out, c=None, batches: int | None = None):
+    def call_of(self, a, b, out, c=None, batches: int | None = None,
+                holder: dict | None = None):
         """(kernel, args) when the product of the first ``batches`` batch entries (all by
-        default) is one compiled call, else None (the BLAS path, an empty product)."""
+        default) is one compiled call, else None (the BLAS path, an empty product). Its
+        scratch is kept in ``holder``: a run state's for calls replayed later (core/held.py),
+        the Python thread's by default."""
         c = out if c is None else c
         if self.tiles is not None:
-            return self.tiles.call_of(a, b, c, out, batches)
+            return self.tiles.call_of(a, b, c, out, batches, holder)
         nb = self.batches if batches is None else min(batches, self.batches)
         if nb * self.blocks == 0:
             return None
         fn = self.fn if nb * self.work >= self.min_parallel else self.fn_serial
         return fn, (a, b, c, out, self.offa, self.offb, self.geo, self.alpha, self.beta,
-                    nb * self.blocks, panels_for(out.dtype, self.slots))
+                    nb * self.blocks, panels_for(out.dtype, self.slots, holder))
 
     def __call__(self, a, b, out, c=None, batches: int | None = None) -> None:
         """out = A @ B (Gemm: the epilogue with ``c``) for the first ``batches`` batch

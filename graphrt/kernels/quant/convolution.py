@@ -313,7 +313,7 @@ class ConvInteger(OpKernel):
             b = wide_b if wide_b is not None else widen(ctx, flat[self.BIAS], wd)
         acc = scratch(ctx, wd, ctx.outputs[0].shape)
         self.conv.run(RunContext(self.conv.node, [x, w, b] if has_b else [x, w], [acc],
-                                 prepared, ctx.exact, ctx.arena, ctx.cancel))
+                                 prepared, ctx.exact, ctx.arena, ctx.cancel, ctx.held))
         return acc.reshape(-1)
 
     def infer(self, ctx: InferContext) -> None:

@@ -76,7 +76,11 @@ def _run_scheduled(plan: ExecutionPlan, state: RunState, jit, calls) -> None:
     of ``jit`` in place of their steps."""
     program = state.program
     if program is None or program[0] is not jit:
-        program = state.program = (jit, _program(plan, state, jit, calls))
+        program = state.program = [jit, _program(plan, state, jit, calls), ENTRY_AFTER]
+    elif program[2]:
+        program[2] -= 1
+        if not program[2]:
+            program[1] = _with_entries(program[1], calls)
     values, slab, contexts, arena = state.values, state.slab, state.contexts, state.arena
     steps = plan.steps
     i = 0
@@ -114,8 +118,9 @@ def _program(plan: ExecutionPlan, state: RunState, jit, calls) -> list:
     while i < len(steps):
         if i in segments:
             k, g = segments[i]
-            args = (*consts[k], g.ints, g.floats)
-            program.append((_entry(g.fn, args), args, i))
+            # (a segment keeps its dispatcher: typing its tuples of slab views to find the
+            # entry point cost more than the calls would save, t5_encoder 8 ms a state)
+            program.append((g.fn, (*consts[k], g.ints, g.floats), i))
             i = g.stop
             continue
         st = steps[i]
@@ -124,17 +129,35 @@ def _program(plan: ExecutionPlan, state: RunState, jit, calls) -> list:
         elif st.dynamic or calls[i] is None:
             program.append((None, None, i))
         else:
-            program += [(_entry(fn, args), args, i) for fn, args in calls[i]]
+            program += [(fn, args, i) for fn, args in calls[i]]
         i += 1
     return program
+
+
+ENTRY_AFTER = 8     # runs of a run state's program before its calls go to entry points
+
+
+def _with_entries(program: list, calls: list) -> list:
+    """``program`` with each step call's dispatcher replaced by its entry point (_entry).
+    Done after a few runs of the state, not when the program is made: typing every argument
+    takes milliseconds on a large plan (bert, 150 calls), which runs 2-5 would pay."""
+    out = []
+    for fn, args, i in program:
+        if fn is not None and calls[i] is not None and any(a is args for _, a in calls[i]):
+            fn = _entry(fn, args)
+        out.append((fn, args, i))
+    return out
 
 
 def _entry(fn, args):
     """The compiled entry point a numba dispatcher would pick for ``args`` (found once: the
     dispatcher's own choice costs about 0.3 us a call, more with many arguments), else
-    ``fn`` itself (not compiled for these types yet, or not a dispatcher)."""
+    ``fn`` itself (not compiled for these types yet, not a dispatcher, or a parallel kernel:
+    called through its entry point, a parallel tile product ran 2.5 times as long as
+    through the dispatcher at 2 threads -- 400 against 160 us, t5_encoder's MatMul)."""
     overloads = getattr(fn, "overloads", None)
-    if overloads is None or not hasattr(fn, "typeof_pyval"):
+    if overloads is None or not hasattr(fn, "typeof_pyval") or \
+            getattr(fn, "targetoptions", {}).get("parallel"):
         return fn
     try:
         cres = overloads.get(tuple(fn.typeof_pyval(a) for a in args))

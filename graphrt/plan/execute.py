@@ -57,6 +57,13 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
             t0 = perf_counter()
         if st.dynamic:
             _run_dynamic(st, values, state.arena, plan.graph.exact, cancel, slab)
+        elif cancel is not None and calls[i] is None:
+            ctx = contexts[i]       # a static If's branch checks the run's token too
+            ctx.cancel = cancel
+            try:
+                _run_static(st, ctx, state.arena, None)
+            finally:
+                ctx.cancel = None
         elif not st.view:
             _run_static(st, contexts[i], state.arena, calls[i])
         if timings is not None:
@@ -153,8 +160,9 @@ def _entry(fn, args):
     """The compiled entry point a numba dispatcher would pick for ``args`` (found once: the
     dispatcher's own choice costs about 0.3 us a call, more with many arguments), else
     ``fn`` itself (not compiled for these types yet, not a dispatcher, or a parallel kernel:
-    called through its entry point, a parallel tile product ran 2.5 times as long as
-    through the dispatcher at 2 threads -- 400 against 160 us, t5_encoder's MatMul)."""
+    once, t5_encoder's parallel MatMul took 400 us a call through its entry point against
+    160 through the dispatcher at 2 threads; later runs of the same test were even, so it is
+    not understood, and parallel kernels keep the dispatcher)."""
     overloads = getattr(fn, "overloads", None)
     if overloads is None or not hasattr(fn, "typeof_pyval") or \
             getattr(fn, "targetoptions", {}).get("parallel"):

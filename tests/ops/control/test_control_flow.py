@@ -400,3 +400,27 @@ def test_if_with_branches_of_one_shape_is_a_static_step():
     plan = sess._plans._entries[0][1].plan
     step = next(st for st in plan.steps if st.node.info.op_type == "If")
     assert not step.dynamic
+
+
+class _CancelledAfter:
+    """A cancel token that turns cancelled at its ``reads``-th look."""
+
+    def __init__(self, reads):
+        self.left = reads
+
+    @property
+    def cancelled(self):
+        self.left -= 1
+        return self.left < 0
+
+
+def test_a_static_ifs_branch_sees_the_runs_cancel_token():
+    """The parent looks at the token before each of its two steps (Relu, If); the branch,
+    run by the If as a static step, looks again before its own first step and stops there."""
+    sess = graphrt.Session(if_model())
+    feeds = {"x0": np.array([-1, 0.5, 2], np.float32), "c": np.array(True)}
+    sess.run(None, feeds)
+    with pytest.raises(SessionError) as e:
+        sess.run(None, feeds, cancel=_CancelledAfter(2))
+    assert e.value.kind is ErrorKind.CANCELLED
+    np.testing.assert_array_equal(sess.run(None, feeds)[0], sess.run(None, feeds)[0])

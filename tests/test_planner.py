@@ -134,11 +134,13 @@ def test_dynamic_view_keeps_its_source_alive():
 
 
 def _after_an_if():
-    """y = Reshape(MatMul(If(c, x, -x), w), s): every step after the If is dynamic; MatMul
-    reads only a constant (w), Reshape reads the run-time value s."""
+    """y = Reshape(MatMul(If(c, x, [-x; -x]), w), s): the branches differ in shape, so the If's
+    output and every step after it are dynamic; MatMul reads only a constant (w), Reshape
+    reads the run-time value s."""
     n = helper.make_node
     then = helper.make_graph([n("Identity", ["x"], ["b"])], "then", [], [tensor("b", F, None)])
-    other = helper.make_graph([n("Neg", ["x"], ["b"])], "else", [], [tensor("b", F, None)])
+    other = helper.make_graph([n("Neg", ["x"], ["nx"]), n("Concat", ["nx", "nx"], ["b"], axis=0)],
+                              "else", [], [tensor("b", F, None)])
     w = helper.make_tensor("w", F, [4, 3], uniform((4, 3), seed=3).reshape(-1).tolist())
     nodes = [n("If", ["c"], ["v"], then_branch=then, else_branch=other),
              n("MatMul", ["v", "w"], ["m"]), n("Reshape", ["m", "s"], ["y"])]
@@ -151,11 +153,11 @@ def test_dynamic_steps_infer_again_when_what_they_read_changes():
     the same and it read no run-time value (plan/execute._infer_dynamic)."""
     sess = graphrt.Session(_after_an_if(), SessionOptions(optimization_level="none"))
     w = uniform((4, 3), seed=3)
-    for rows, cond, shape in [(6, True, (2, 9)), (6, False, (2, 9)), (6, True, (9, 2)),
-                              (2, False, (3, 2)), (6, True, (2, 9)), (6, True, (18, 1))]:
+    for rows, cond, shape in [(6, True, (2, 9)), (6, False, (4, 9)), (6, True, (9, 2)),
+                              (2, False, (3, 4)), (6, True, (2, 9)), (6, True, (18, 1))]:
         x = uniform((rows, 4), seed=rows)
         feeds = {"c": np.array(cond), "x": x, "s": np.array(shape, np.int64)}
-        want = ((x if cond else -x) @ w).reshape(shape)
+        want = ((x if cond else np.concatenate([-x, -x])) @ w).reshape(shape)
         got = sess.run(None, feeds)[0]
         assert got.shape == shape
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)

@@ -57,6 +57,8 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
             t0 = perf_counter()
         if st.dynamic:
             _run_dynamic(st, values, state.arena, plan.graph.exact, cancel, slab)
+        elif st.view:
+            pass
         elif cancel is not None and calls[i] is None:
             ctx = contexts[i]       # a static If's branch checks the run's token too
             ctx.cancel = cancel
@@ -64,7 +66,7 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
                 _run_static(st, ctx, state.arena, None)
             finally:
                 ctx.cancel = None
-        elif not st.view:
+        else:
             _run_static(st, contexts[i], state.arena, calls[i])
         if timings is not None:
             timings.append((i, t0, perf_counter()))

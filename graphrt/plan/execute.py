@@ -89,7 +89,7 @@ def _run_scheduled(plan: ExecutionPlan, state: RunState, jit, calls) -> None:
     elif program[2]:
         program[2] -= 1
         if not program[2]:
-            program[1] = _with_entries(program[1], calls)
+            program[1] = _with_entries(program[1], jit)
     values, slab, contexts, arena = state.values, state.slab, state.contexts, state.arena
     steps = plan.steps
     i = 0
@@ -146,16 +146,14 @@ def _program(plan: ExecutionPlan, state: RunState, jit, calls) -> list:
 ENTRY_AFTER = 8     # runs of a run state's program before its calls go to entry points
 
 
-def _with_entries(program: list, calls: list) -> list:
-    """``program`` with each step call's dispatcher replaced by its entry point (_entry).
-    Done after a few runs of the state, not when the program is made: typing every argument
-    takes milliseconds on a large plan (bert, 150 calls), which runs 2-5 would pay."""
-    out = []
-    for fn, args, i in program:
-        if fn is not None and calls[i] is not None and any(a is args for _, a in calls[i]):
-            fn = _entry(fn, args)
-        out.append((fn, args, i))
-    return out
+def _with_entries(program: list, jit) -> list:
+    """``program`` with each step call's dispatcher (not a segment's: those sit at their
+    first step) replaced by its entry point (_entry). Done after a few runs of the state, not
+    when the program is made: typing every argument takes milliseconds on a large plan
+    (bert, 150 calls), which runs 2-5 would pay."""
+    starts = set() if jit is None else {g.start for g in jit.segments}
+    return [(fn if fn is None or i in starts else _entry(fn, args), args, i)
+            for fn, args, i in program]
 
 
 def _entry(fn, args):

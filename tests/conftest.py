@@ -1,3 +1,14 @@
+def pytest_runtest_logreport(report):
+    """Collects the backend cases' results (tests/test_onnx_backend.py) from the reports,
+    which reach this process whether the case ran here or in a pytest-xdist worker."""
+    if report.when == "call":
+        from .conformance import RESULTS
+        for key, value in report.user_properties:
+            if key == "conformance":
+                name, why = value
+                RESULTS[name] = why
+
+
 def pytest_terminal_summary(terminalreporter):
     from .conformance import RESULTS
     if RESULTS:

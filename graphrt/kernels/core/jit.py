@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import threading
 import types
 
 from numba import njit
@@ -66,34 +67,49 @@ _typed_without_literals()
 class Variants:
     """The compiled forms of one template: ``get(exact, parallel, small)``. ``small``: a
     template of the same signature and results written for tiny inputs (shape arithmetic):
-    one plain loop, a fraction of the template's compile time."""
+    one plain loop, a fraction of the template's compile time.
 
-    __slots__ = ("_table", "name")
+    A form's numba function is made when it is first asked for (not when the template is
+    bound), so importing graphrt hashes no source and makes no dispatcher for the many
+    forms a process never runs."""
+
+    __slots__ = ("_table", "name", "_bodies", "_consts")
 
     def __init__(self, template, name: str, parallel: bool = False, small=None, **consts):
         self.name = name
         self._table = {}
-        forms = [(template, par, "_par" if par else "") for par in
-                 ((False, True) if parallel else (False,))]
+        self._consts = consts
+        self._bodies = {False: (template, "")}
+        if parallel:
+            self._bodies[True] = (template, "_par")
         if small is not None:
-            forms.append((small, "small", "_small"))
-        for body, key, suffix in forms:
-            tag = _hash_of(consts, body)
-            for exact in (False, True):
-                qual = f"{name}_{'exact' if exact else 'fast'}{suffix}_{tag}"
-                fn = rebind(body, qual, dict(consts, EXACT=exact))
-                self._table[exact, key] = njit(
-                    fn, cache=True, nogil=True, parallel=key is True, error_model="numpy",
+            self._bodies["small"] = (small, "_small")
+
+    def _form(self, exact: bool, key):
+        fn = self._table.get((exact, key))
+        if fn is not None:
+            return fn
+        with _MAKING:
+            fn = self._table.get((exact, key))
+            if fn is None:
+                body, suffix = self._bodies[key]
+                tag = _hash_of(self._consts, body)
+                qual = f"{self.name}_{'exact' if exact else 'fast'}{suffix}_{tag}"
+                fn = self._table[exact, key] = njit(
+                    rebind(body, qual, dict(self._consts, EXACT=exact)), cache=True,
+                    nogil=True, parallel=key is True, error_model="numpy",
                     fastmath=False if exact else set(FAST_MATH))
+        return fn
 
     def get(self, exact: bool, parallel: bool = False, small: bool = False):
         if parallel and serial_planning():
             parallel = False
-        if small and not parallel:
-            fn = self._table.get((exact, "small"))
-            if fn is not None:
-                return fn
-        return self._table.get((exact, parallel)) or self._table[exact, False]
+        if small and not parallel and "small" in self._bodies:
+            return self._form(exact, "small")
+        return self._form(exact, parallel if parallel in self._bodies else False)
+
+
+_MAKING = threading.RLock()
 
 
 def rebind(template, qualname: str, consts: dict):

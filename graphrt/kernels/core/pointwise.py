@@ -27,48 +27,103 @@ EXACT = False
 OP = None
 
 
+# Each template below is one loop: the path (contiguous, broadcast, strided; in place or
+# not) is chosen in Python when the plan is made (Forms.pick), never by branches inside the
+# compiled function, which numba would type, optimise and vectorise whether used or not.
+# Binary templates walk a broadcast.Walk: task t covers a part [j0, j1) of one row of the
+# inner axis; indices are unsigned (numba's wraparound of a negative signed index keeps
+# loops scalar). An in-place form (the output takes over operand a, of the same size) reads
+# out itself: with two names for the same memory LLVM's overlap test fails at run time and
+# it takes its scalar loop.
+
+
 def _binary(a, b, out, shape, sa, sb, block, tasks):
+    """Any strides (the general path)."""
     r = shape.size
     inner = shape[r - 1]
     per_row = (inner + block - 1) // block
-    # unsigned indices: numba's wraparound of a negative signed index keeps loops scalar
     ia = np.uint64(sa[r - 1])
     ib = np.uint64(sb[r - 1])
-    # in place (the output takes over a, of the same shape), a is read from out itself, as
-    # in _unary
-    same_a = a.size == out.size and a.ctypes.data == out.ctypes.data
     for t in prange(tasks):
         row, j0, j1 = task_span(t, per_row, block, inner)
         oa = np.uint64(row_offset(row, shape, sa))
         ob = np.uint64(row_offset(row, shape, sb))
         base = np.uint64(row * inner)
-        if ia == 1 and ib == 1:             # the common cases get loops LLVM can vectorise
-            if same_a:
-                for j in range(np.uint64(j0), np.uint64(j1)):
-                    put(out, base + j, OP(out[base + j], b[ob + j]), EXACT)
-            else:
-                for j in range(np.uint64(j0), np.uint64(j1)):
-                    put(out, base + j, OP(a[oa + j], b[ob + j]), EXACT)
-        elif ib == 0:
-            y = b[ob]
-            if same_a:
-                for j in range(np.uint64(j0), np.uint64(j1)):
-                    put(out, base + j, OP(out[base + j], y), EXACT)
-            else:
-                for j in range(np.uint64(j0), np.uint64(j1)):
-                    put(out, base + j, OP(a[oa + j * ia], y), EXACT)
-        elif ia == 0:
-            x = a[oa]
-            for j in range(np.uint64(j0), np.uint64(j1)):
-                put(out, base + j, OP(x, b[ob + j * ib]), EXACT)
-        else:
-            for j in range(np.uint64(j0), np.uint64(j1)):
-                put(out, base + j, OP(a[oa + j * ia], b[ob + j * ib]), EXACT)
+        for j in range(np.uint64(j0), np.uint64(j1)):
+            put(out, base + j, OP(a[oa + j * ia], b[ob + j * ib]), EXACT)
+
+
+def _binary_rows(a, b, out, shape, sa, sb, block, tasks):
+    """Both operands contiguous along the inner axis (one row: both whole)."""
+    r = shape.size
+    inner = shape[r - 1]
+    per_row = (inner + block - 1) // block
+    for t in prange(tasks):
+        row, j0, j1 = task_span(t, per_row, block, inner)
+        oa = np.uint64(row_offset(row, shape, sa))
+        ob = np.uint64(row_offset(row, shape, sb))
+        base = np.uint64(row * inner)
+        for j in range(np.uint64(j0), np.uint64(j1)):
+            put(out, base + j, OP(a[oa + j], b[ob + j]), EXACT)
+
+
+def _binary_rows_in(a, b, out, shape, sa, sb, block, tasks):
+    """_binary_rows with the output over a."""
+    r = shape.size
+    inner = shape[r - 1]
+    per_row = (inner + block - 1) // block
+    for t in prange(tasks):
+        row, j0, j1 = task_span(t, per_row, block, inner)
+        ob = np.uint64(row_offset(row, shape, sb))
+        base = np.uint64(row * inner)
+        for j in range(np.uint64(j0), np.uint64(j1)):
+            put(out, base + j, OP(out[base + j], b[ob + j]), EXACT)
+
+
+def _binary_b_fixed(a, b, out, shape, sa, sb, block, tasks):
+    """a contiguous along the inner axis, b one value per row (a scalar, a column)."""
+    r = shape.size
+    inner = shape[r - 1]
+    per_row = (inner + block - 1) // block
+    for t in prange(tasks):
+        row, j0, j1 = task_span(t, per_row, block, inner)
+        oa = np.uint64(row_offset(row, shape, sa))
+        y = b[row_offset(row, shape, sb)]
+        base = np.uint64(row * inner)
+        for j in range(np.uint64(j0), np.uint64(j1)):
+            put(out, base + j, OP(a[oa + j], y), EXACT)
+
+
+def _binary_b_fixed_in(a, b, out, shape, sa, sb, block, tasks):
+    """_binary_b_fixed with the output over a."""
+    r = shape.size
+    inner = shape[r - 1]
+    per_row = (inner + block - 1) // block
+    for t in prange(tasks):
+        row, j0, j1 = task_span(t, per_row, block, inner)
+        y = b[row_offset(row, shape, sb)]
+        base = np.uint64(row * inner)
+        for j in range(np.uint64(j0), np.uint64(j1)):
+            put(out, base + j, OP(out[base + j], y), EXACT)
+
+
+def _binary_a_fixed(a, b, out, shape, sa, sb, block, tasks):
+    """a one value per row, b contiguous along the inner axis."""
+    r = shape.size
+    inner = shape[r - 1]
+    per_row = (inner + block - 1) // block
+    for t in prange(tasks):
+        row, j0, j1 = task_span(t, per_row, block, inner)
+        x = a[row_offset(row, shape, sa)]
+        ob = np.uint64(row_offset(row, shape, sb))
+        base = np.uint64(row * inner)
+        for j in range(np.uint64(j0), np.uint64(j1)):
+            put(out, base + j, OP(x, b[ob + j]), EXACT)
 
 
 # Inputs of at most SMALL elements of integer or boolean type (shape arithmetic, mostly
-# folded when a session is made) go to the *_small templates: the same results (integer
-# operations have no rounding to differ in), about a third of the compile time.
+# folded when a session is made) take the general path, serial, whatever their layout: one
+# function per operation and type instead of one per path.
 SMALL = 64
 
 
@@ -76,44 +131,84 @@ def small_ints(dtype, size: int) -> bool:
     return np.dtype(dtype).kind in "biu" and size <= SMALL
 
 
-def _binary_small(a, b, out, shape, sa, sb, block, tasks):
-    r = shape.size
-    inner = shape[r - 1]
-    ia = sa[r - 1]
-    ib = sb[r - 1]
-    for row in range(out.size // inner if inner > 0 else 0):
-        oa = row_offset(row, shape, sa)
-        ob = row_offset(row, shape, sb)
-        for j in range(inner):
-            put(out, row * inner + j, OP(a[oa + j * ia], b[ob + j * ib]), EXACT)
-
-
-def _unary_small(x, out, block, tasks):
-    for j in range(out.size):
-        put(out, j, OP(x[j]), EXACT)
-
-
 def _unary(x, out, block, tasks):
     n = out.size
-    # in place, the loop reads and writes one array: with two names for the same memory
-    # LLVM's overlap test fails at run time and it takes its scalar loop
-    same = x.ctypes.data == out.ctypes.data
     for t in prange(tasks):
         j0 = np.int64(t) * block
-        if same:
-            for j in range(np.uint64(j0), np.uint64(min(n, j0 + block))):
-                put(out, j, OP(out[j]), EXACT)
-        else:
-            for j in range(np.uint64(j0), np.uint64(min(n, j0 + block))):
-                put(out, j, OP(x[j]), EXACT)
+        for j in range(np.uint64(j0), np.uint64(min(n, j0 + block))):
+            put(out, j, OP(x[j]), EXACT)
 
 
-def binary_variants(op, name: str) -> Variants:
-    return Variants(_binary, name, parallel=True, small=_binary_small, OP=op)
+def _unary_in(x, out, block, tasks):
+    """_unary with the output over x."""
+    n = out.size
+    for t in prange(tasks):
+        j0 = np.int64(t) * block
+        for j in range(np.uint64(j0), np.uint64(min(n, j0 + block))):
+            put(out, j, OP(out[j]), EXACT)
 
 
-def unary_variants(op, name: str) -> Variants:
-    return Variants(_unary, name, parallel=True, small=_unary_small, OP=op)
+class Forms:
+    """The kernels of one element-wise operation, one template per path, each compiled per
+    mode and serial/parallel variant when first used (jit.Variants). ``get`` gives the
+    general path (callers that bring their own walk); ``pick`` the plan's pair of functions
+    (not in place, in place) for a path."""
+
+    __slots__ = ("_paths", "_in_place", "general")
+
+    def __init__(self, name: str, general: str, templates: dict, in_place: dict, **consts):
+        self._paths = {path: Variants(t, name if path == general else f"{name}_{path}",
+                                      parallel=True, **consts)
+                       for path, t in templates.items()}
+        self._in_place = in_place       # path -> the path of its in-place form
+        self.general = general
+
+    def get(self, exact: bool, parallel: bool = False, small: bool = False):
+        return self._paths[self.general].get(exact, parallel)
+
+    def pick(self, path: str, exact: bool, parallel: bool) -> tuple:
+        """(fn, in-place fn or None) of ``path``."""
+        twin = self._in_place.get(path)
+        return (self._paths[path].get(exact, parallel),
+                None if twin is None else self._paths[twin].get(exact, parallel))
+
+
+def in_place_form(pair: tuple, x, out):
+    """The function of ``pair`` (from Forms.pick) for these buffers: the in-place one where
+    out lies over x (the plan gives an output its input's whole block or nothing of it)."""
+    fn, twin = pair
+    if twin is not None and x.size == out.size and np.may_share_memory(x, out):
+        return twin
+    return fn
+
+
+def pick(forms, path: str, exact: bool, parallel: bool) -> tuple:
+    """forms.pick, or for kernels of one template (jit.Variants) that template alone."""
+    if hasattr(forms, "pick"):
+        return forms.pick(path, exact, parallel)
+    return forms.get(exact, parallel), None
+
+
+def binary_variants(op, name: str) -> Forms:
+    return Forms(name, "general",
+                 {"general": _binary, "rows": _binary_rows, "rows_in": _binary_rows_in,
+                  "b_fixed": _binary_b_fixed, "b_fixed_in": _binary_b_fixed_in,
+                  "a_fixed": _binary_a_fixed},
+                 {"rows": "rows_in", "b_fixed": "b_fixed_in"}, OP=op)
+
+
+def binary_path(walk: Walk, small: bool) -> str:
+    """The template a binary kernel takes over ``walk``."""
+    ia, ib = walk.strides[0][-1], walk.strides[1][-1]
+    if small:
+        return "general"
+    if ia == 1:
+        return "rows" if ib == 1 else "b_fixed" if ib == 0 else "general"
+    return "a_fixed" if ia == 0 and ib == 1 else "general"
+
+
+def unary_variants(op, name: str) -> Forms:
+    return Forms(name, "plain", {"plain": _unary, "in": _unary_in}, {"plain": "in"}, OP=op)
 
 
 def scalar_op(fn):
@@ -146,19 +241,24 @@ def scale_shift_relu(v, s, b, scaled, shifted, relu):
 
 def _unary_params(x, out, p, q, block, tasks):
     n = out.size
-    same = x.ctypes.data == out.ctypes.data     # see _unary
     for t in prange(tasks):
         j0 = np.int64(t) * block
-        if same:
-            for j in range(np.uint64(j0), np.uint64(min(n, j0 + block))):
-                put(out, j, OP(out[j], p, q), EXACT)
-        else:
-            for j in range(np.uint64(j0), np.uint64(min(n, j0 + block))):
-                put(out, j, OP(x[j], p, q), EXACT)
+        for j in range(np.uint64(j0), np.uint64(min(n, j0 + block))):
+            put(out, j, OP(x[j], p, q), EXACT)
 
 
-def unary_param_variants(op, name: str) -> Variants:
-    return Variants(_unary_params, name, parallel=True, OP=op)
+def _unary_params_in(x, out, p, q, block, tasks):
+    """_unary_params with the output over x."""
+    n = out.size
+    for t in prange(tasks):
+        j0 = np.int64(t) * block
+        for j in range(np.uint64(j0), np.uint64(min(n, j0 + block))):
+            put(out, j, OP(out[j], p, q), EXACT)
+
+
+def unary_param_variants(op, name: str) -> Forms:
+    return Forms(name, "plain", {"plain": _unary_params, "in": _unary_params_in},
+                 {"plain": "in"}, OP=op)
 
 
 class Pointwise(OpKernel):
@@ -197,12 +297,13 @@ class Unary(Pointwise):
         walk = Walk((n,), [[1]])
         block = walk.block if walk.parallel else max(n, 1)
         tasks = -(-n // block)
-        fn = self.variants_for(dt).get(ctx.exact, walk.parallel, small_ints(dt, n))
-        ctx.prepared = (block, tasks, fn) + tuple(self.params(ctx, compute_dtype(dt)))
+        pair = pick(self.variants_for(dt), "plain", ctx.exact, walk.parallel)
+        ctx.prepared = (block, tasks, pair) + tuple(self.params(ctx, compute_dtype(dt)))
 
     def _call(self, ctx: RunContext, x, out):
-        block, tasks, fn, *params = ctx.prepared
-        return fn, (x, out, *self.run_params(ctx, params), block, tasks)
+        block, tasks, pair, *params = ctx.prepared
+        return in_place_form(pair, x, out), (x, out, *self.run_params(ctx, params), block,
+                                             tasks)
 
     def jit_calls(self, ctx: RunContext):
         x, out = ctx.flat_in[0], ctx.flat_out[0]
@@ -252,8 +353,9 @@ class Binary(Pointwise):
 
     @staticmethod
     def _call(ctx: RunContext, a, b, out):
-        w, fn = ctx.prepared
-        return fn, (a, b, out, w.shape, w.strides[0], w.strides[1], w.block, w.tasks)
+        w, pair = ctx.prepared
+        return in_place_form(pair, a, out), (a, b, out, w.shape, w.strides[0], w.strides[1],
+                                             w.block, w.tasks)
 
     def jit_calls(self, ctx: RunContext):
         a, b = ctx.flat_in
@@ -271,14 +373,14 @@ class Binary(Pointwise):
         narrow(out, buf)
 
 
-def prepare_binary(ctx: InferContext, out_dtype, variants: Variants, shapes=None) -> tuple:
+def prepare_binary(ctx: InferContext, out_dtype, variants: Forms, shapes=None) -> tuple:
     """States output 0 of a broadcasting binary kernel over ``shapes`` (the inputs' shapes
-    by default) and leaves (walk, compiled function) in ctx.prepared; returns the output
-    shape."""
+    by default) and leaves (walk, (fn, in-place fn or None)) in ctx.prepared for the walk's
+    path; returns the output shape."""
     sa, sb = shapes if shapes is not None else (ctx.shape(0), ctx.shape(1))
     shape = broadcast_shape([sa, sb], ctx.fail)
     ctx.set_output(0, out_dtype, shape)
     walk = Walk(shape, [element_strides(sa, shape), element_strides(sb, shape)])
-    small = small_ints(ctx.dtype(0), math.prod(shape))
-    ctx.prepared = (walk, variants.get(ctx.exact, walk.parallel, small))
+    path = binary_path(walk, small_ints(ctx.dtype(0), math.prod(shape)))
+    ctx.prepared = (walk, pick(variants, path, ctx.exact, walk.parallel))
     return shape

@@ -45,7 +45,7 @@ BLOCK_SUM = None
 RUN_SUM = None
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, fastmath=False, no_cpython_wrapper=True)
 def push(stack, top, b, s):
     """Put the b-th partial sum (b from 1) on ``stack`` holding ``top`` entries, merge as
     the binary counter says; the new number of entries."""
@@ -58,7 +58,7 @@ def push(stack, top, b, s):
     return top
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, fastmath=False, no_cpython_wrapper=True)
 def fold(stack, top):
     """p_0 + (p_1 + (... + p_top-1)): the partial sums left, newest first."""
     s = stack[top - 1]
@@ -234,7 +234,8 @@ class Summer:
 
         def jit(template, part, **consts):
             return njit(rebind(template, f"sum_{name}_{part}_{tag}", dict(consts, MAP=map_)),
-                        cache=True, nogil=True, fastmath=False, error_model="numpy")
+                        cache=True, nogil=True, fastmath=False, error_model="numpy",
+                        no_cpython_wrapper=True)
 
         block = jit(_block, "block")
         self.run = jit(_run, "run", BLOCK_SUM=block)

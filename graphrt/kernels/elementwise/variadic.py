@@ -18,6 +18,8 @@ sum, then one division by the input count. A single input is copied. Output 0 ma
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit
 
@@ -25,7 +27,7 @@ from ... import dtypes as _dt
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import Walk, broadcast_shape, element_strides
 from ..core.floats import FLOATS, compute_dtype, narrow, result_buffer, widen
-from ..core.pointwise import binary_variants
+from ..core.pointwise import binary_path, binary_variants, in_place_form, pick, small_ints
 from .arithmetic import ADD_VARIANTS, FDIV_VARIANTS
 
 
@@ -78,15 +80,17 @@ class _Variadic(OpKernel):
         walks = [Walk(shape, [full if a[0] != "in" else element_strides(shapes[a[1]], shape)
                               for a in (left, right)]) for left, right, _ in steps]
         parallel = Walk(shape, [full]).parallel
-        fn = self.VARIANTS.get(ctx.exact, parallel)
+        small = small_ints(dt, math.prod(shape))
+        pairs = [pick(self.VARIANTS, binary_path(w, small), ctx.exact, parallel) for w in walks]
         mean = None
         if self.MEAN:
             count = np.array([n], dtype=compute_dtype(dt))
-            mean = (Walk(shape, [full, [0] * len(shape)]), FDIV_VARIANTS.get(ctx.exact, parallel), count)
-        ctx.prepared = (steps, temps, walks, fn, mean)
+            w = Walk(shape, [full, [0] * len(shape)])
+            mean = (w, pick(FDIV_VARIANTS, binary_path(w, False), ctx.exact, parallel), count)
+        ctx.prepared = (steps, temps, walks, pairs, mean)
 
     def run(self, ctx: RunContext) -> None:
-        steps, temps, walks, fn, mean = ctx.prepared
+        steps, temps, walks, pairs, mean = ctx.prepared
         out = ctx.flat_out[0]
         buf = result_buffer(ctx, out)
         ins = ctx.flat_in
@@ -97,12 +101,14 @@ class _Variadic(OpKernel):
         def operand(a):
             return widen(ctx, ins[a[1]]) if a[0] == "in" else buf if a[0] == "out" else work[a[1]]
 
-        for (left, right, dst), w in zip(steps, walks):
-            fn(operand(left), operand(right), operand(dst), w.shape, w.strides[0], w.strides[1],
-               w.block, w.tasks)
+        for (left, right, dst), w, pair in zip(steps, walks, pairs):
+            a, d = operand(left), operand(dst)
+            in_place_form(pair, a, d)(a, operand(right), d, w.shape, w.strides[0],
+                                      w.strides[1], w.block, w.tasks)
         if mean is not None:
-            w, div, count = mean
-            div(buf, count, buf, w.shape, w.strides[0], w.strides[1], w.block, w.tasks)
+            w, pair, count = mean
+            in_place_form(pair, buf, buf)(buf, count, buf, w.shape, w.strides[0],
+                                          w.strides[1], w.block, w.tasks)
         narrow(out, buf)
 
 

@@ -319,7 +319,7 @@ def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, co
                                     out[co + (r0 + ii) * ldo + jj] = cb[ii * nr + jj]
 
 
-@njit(nogil=True, error_model="numpy", inline="always")
+@njit(nogil=True, error_model="numpy")
 def _micro_at(kt, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at, btab, pc, c, co, ldc,
               kc, load, w, nr, ep):
     """The micro-kernel of ``kt`` for h rows (MR, 8 or 4) and w columns (w = nr: a full
@@ -336,6 +336,10 @@ _block = njit(cache=True, nogil=True, error_model="numpy")(
     rebind(_block_template, f"block_{SOURCE_TAG}", {}))
 tile_product = njit(cache=True, nogil=True, error_model="numpy")(
     rebind(_tile_product, f"tile_product_{SOURCE_TAG}", {}))
+# the same, inlined into the entry below: compiled once there, not compiled, linked and
+# optimised again as a callee (tile_product itself serves the tests that call it directly)
+_tile_inlined = njit(nogil=True, error_model="numpy", inline="always")(
+    rebind(_tile_product, f"tile_product_inlined_{SOURCE_TAG}", {}))
 
 
 def _tile_entry(a_p, a_n, ao, a_si, a_sk, b_p, b_n, bo, b_sk, b_sj, o_p, o_n, oo, ldo, rows,
@@ -346,7 +350,7 @@ def _tile_entry(a_p, a_n, ao, a_si, a_sk, b_p, b_n, bo, b_sk, b_sj, o_p, o_n, oo
     kernels that call it through its address (``call_tile``) link none of its code, so
     each of them (matmul, Gemm, Conv; serial and parallel) does not compile it again."""
     ap, bp, cb = carve(carray(w_p, w_n), rows, cols, kk)
-    return np.int64(tile_product(
+    return np.int64(_tile_inlined(
         carray(a_p, a_n), ao, a_si, a_sk, carray(b_p, b_n), bo, b_sk, b_sj, carray(o_p, o_n),
         oo, ldo, rows, cols, kk, ap, bp, cb, exact != 0, carray(t_p, t_n), panels != 0,
         (carray(e_p, e_n), e_off, e_si, flags), carray(k_p, k_n)))

@@ -1332,6 +1332,9 @@ class FastExact:
     def get(self, exact: bool, parallel: bool = False, small: bool = False):
         return (self.exact if exact else self.fast).get(exact, parallel, small)
 
+    def pick(self, path: str, exact: bool, parallel: bool) -> tuple:
+        return (self.exact if exact else self.fast).pick(path, exact, parallel)
+
     @classmethod
     def of(cls, make, libm_op, own_op, name: str) -> "FastExact":
         """``make(op, name)`` (e.g. elementwise.unary_variants) with the libm-calling scalar

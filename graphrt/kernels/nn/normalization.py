@@ -155,6 +155,32 @@ def _normalize(x, scale, bias, mean_in, var_in, y, st1, st2, kshape, kstride, rs
                     y[p] = v
 
 
+def _rows(x, scale, bias, y, st1, st2, cols, prm, has_scale, has_bias, stats, tasks):
+    """_normalize for LayerNormalization and RMSNormalization over contiguous rows of
+    ``cols`` elements (the sets), scale and bias indexed by the column: the same
+    operations in the same order (one run per set), without the general walk."""
+    eps = prm[_EPS]
+    one = prm[_ONE]
+    zero = prm[_ZERO]
+    n = prm[_N]
+    for t in prange(tasks):
+        s = np.int64(t)
+        off = s * cols
+        mu = zero
+        if MODE == LAYER:
+            mu = _RUN(x, off, cols, 1, zero) / n
+        var = _RUN_DEV_SQ(x, off, cols, 1, mu) / n
+        inv = one / np.sqrt(var + eps)
+        if stats != NO_STATS:
+            st1[s] = np.nan if EXACT and mu != mu else mu
+            st2[s] = np.nan if EXACT and inv != inv else inv
+        _affine_run(x[off:off + cols], y[off:off + cols], mu, inv, scale, bias, 0, 1,
+                    has_scale, has_bias, EXACT, False)
+
+
+_RUN, _RUN_DEV_SQ = VALUES.run, DEVIATION_SQUARES.run
+_LAYER_ROWS = Variants(_rows, "norm_layer_rows", parallel=True, MODE=LAYER)
+_RMS_ROWS = Variants(_rows, "norm_rms_rows", parallel=True, MODE=RMS)
 _LAYER = Variants(_normalize, "norm_layer", parallel=True, MODE=LAYER, AFFINE=_affine_run)
 _RMS = Variants(_normalize, "norm_rms", parallel=True, MODE=RMS, AFFINE=_affine_run)
 _GIVEN = Variants(_normalize, "norm_given", parallel=True, MODE=GIVEN, AFFINE=_affine_run)
@@ -172,7 +198,7 @@ def _arr(*v):
 class _Prepared:
     __slots__ = ("fn", "cdt", "walk", "count", "cw", "prm", "scale", "bias", "mean", "var",
                  "stats", "stat_dt", "sets", "param_shape", "no_param", "no_stat", "exact",
-                 "parallel", "narrow", "consts", "folded")
+                 "parallel", "narrow", "consts", "folded", "rows")
 
 
 class _Norm(OpKernel):
@@ -187,8 +213,10 @@ class _Norm(OpKernel):
         self.epsilon = float(node.attr("epsilon", 1e-5))
 
     def _prepare(self, ctx, variants, walk, count, cw=(1, 0, 0, 0), stats=NO_STATS,
-                 stat_dt=F32, param_shape=None, momentum=0.0, eps=None):
-        """walk = (kshape, kstride, rshape, rstride): sets = the kept elements."""
+                 stat_dt=F32, param_shape=None, momentum=0.0, eps=None, rows=None):
+        """walk = (kshape, kstride, rshape, rstride): sets = the kept elements. ``rows``:
+        the kernels of the same normalisation over contiguous rows (_rows), taken where
+        the sets are such rows and the parameters run along them."""
         p = _Prepared()
         cdt = compute_dtype(ctx.dtype(0))
         sets = math.prod(int(e) for e in walk[0])
@@ -202,7 +230,11 @@ class _Norm(OpKernel):
         p.no_param = np.empty(0, cdt)           # stand-ins for absent inputs and outputs
         p.no_stat = np.empty(0, stat_dt)
         parallel = math.prod(ctx.shape(0)) >= PARALLEL_MIN and sets > 1
-        p.fn = variants.get(ctx.exact, parallel)
+        kshape, kstride, rshape, rstride = walk
+        p.rows = rows is not None and rshape.size == 1 and rstride[0] == 1 and \
+            kshape.size == 1 and (kshape[0] == 1 or kstride[0] == count) and \
+            tuple(cw) == (1, 0, count, 1) and stats in (NO_STATS, MEAN_INV)
+        p.fn = (rows if p.rows else variants).get(ctx.exact, parallel)
         p.exact, p.parallel, p.narrow = ctx.exact, parallel, ctx.dtype(0) != cdt
         p.consts = None
         p.folded = None
@@ -238,6 +270,13 @@ class _Norm(OpKernel):
             o = outs[i] if i < len(outs) else None
             return o if o is not None else take(p.stat_dt, (p.sets,))
 
+        if p.rows:
+            args = (ins[0], param(p.scale, p.param_shape), param(p.bias, p.param_shape),
+                    outs[0], stat(1), stat(2))
+            if any(a is None for a in args):
+                return None
+            return [(p.fn, args + (p.count, p.prm, p.scale is not None, p.bias is not None,
+                                   p.stats, p.sets))]
         args = (ins[0], param(p.scale, p.param_shape), param(p.bias, p.param_shape),
                 param(p.mean), param(p.var), outs[0], stat(1), stat(2))
         if any(a is None for a in args):
@@ -282,6 +321,7 @@ class LayerNormalization(_Norm):
 
     SCALE, BIAS = 1, 2
     VARIANTS = _LAYER
+    ROWS = _LAYER_ROWS
     STATS = MEAN_INV
 
     def __init__(self, node):
@@ -312,7 +352,7 @@ class LayerNormalization(_Norm):
         # sets are rows; the scale index is the reduced index itself
         self._prepare(ctx, self.VARIANTS, walk, cols, (1, 0, int(walk[2][-1]), 1),
                       stats=self.STATS if self.node.n_outputs > 1 else NO_STATS,
-                      param_shape=norm_shape)
+                      param_shape=norm_shape, rows=self.ROWS)
 
 
 class RMSNormalization(LayerNormalization):
@@ -320,6 +360,7 @@ class RMSNormalization(LayerNormalization):
 
     SCALE, BIAS = 1, None
     VARIANTS = _RMS
+    ROWS = _RMS_ROWS
     STATS = NO_STATS
 
 

@@ -150,3 +150,47 @@ def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
     assert main(["cache", "clear"]) == 0
     assert not (tmp_path / "kernels").exists() and not (tmp_path / "schedules").exists()
     assert cache.info()["kernels"]["files"] == 0
+
+
+# Runs a chain of element-wise steps and a softmax in mode argv[2] and prints the kernels
+# this process compiled and the results' bytes.
+SHARED = r"""
+import json, sys
+import numpy as np
+import graphrt
+from graphrt.compiling import compiled
+sess = graphrt.Session(sys.argv[1], graphrt.SessionOptions(mode=sys.argv[2]))
+x = np.linspace(-3, 3, 96, dtype=np.float32).reshape(8, 12)
+y = sess.run(None, {"x": x})[0]
+print(json.dumps({"compiled": compiled(), "bytes": y.tobytes().hex()}))
+"""
+
+
+def test_kernels_compiled_by_the_helper_process_give_the_same_bits(tmp_path):
+    """A cold first run shares its missing kernels with the helper process
+    (plan/compile_share.py): this process compiles fewer of them, and the results are the
+    bits of a run that compiled every kernel itself, in both modes."""
+    if graphrt.threads.available() < 2:
+        import pytest
+        pytest.skip("one core: nothing is shared")
+    ops = ["Add", "Mul", "Sub", "Div", "Max", "Min"]
+    nodes, cur = [], "x"
+    for k, op in enumerate(ops):
+        nodes.append(helper.make_node(op, [cur, "x"], [f"t{k}"]))
+        cur = f"t{k}"
+    nodes += [helper.make_node("Tanh", [cur], ["h"]), helper.make_node("Softmax", ["h"], ["y"])]
+    info = [helper.make_tensor_value_info(n, TensorProto.FLOAT, [8, 12]) for n in ("x", "y")]
+    path = str(tmp_path / "chain.onnx")
+    onnx.save(helper.make_model(helper.make_graph(nodes, "g", info[:1], info[1:]),
+                                opset_imports=[helper.make_opsetid("", 17)]), path)
+    for mode in ("fast", "exact"):
+        got = {}
+        for share in ("1", "0"):
+            proc = subprocess.run([sys.executable, "-c", SHARED, path, mode], cwd=ROOT,
+                                  env=_env(tmp_path / f"{mode}{share}", PYTHONPATH=ROOT,
+                                           GRAPHRT_COMPILE_HELPER=share),
+                                  capture_output=True, text=True, timeout=900)
+            assert proc.returncode == 0, proc.stderr[-3000:]
+            got[share] = json.loads(proc.stdout.strip().splitlines()[-1])
+        assert got["1"]["bytes"] == got["0"]["bytes"]
+        assert 0 < got["1"]["compiled"] < got["0"]["compiled"]

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import ErrorKind, SessionError
 from ..kernels.core.base import InferContext, RunContext, make_calls, step_calls
-from . import jitsched
+from . import compile_share, jitsched
 from .build import DYNAMIC, ExecutionPlan, infer_kernel, kernel_failure, run_kernel
 from .state import RunState
 
@@ -42,8 +42,11 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
         _poison(slab, plan.freed_after[0])
     contexts = state.contexts
     calls = state.calls
+    sharing = None
     if calls is None:
         calls = state.calls = [_calls_of(st, c) for st, c in zip(plan.steps, contexts)]
+        if plan.runs == 0:
+            sharing = compile_share.start(calls)     # a cold first run: two compilers
     if plan.jit_job is not None:
         jitsched.poll(plan)             # compiled by the helper process: load it now
     jit = plan.jit
@@ -55,6 +58,8 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
             raise SessionError(ErrorKind.CANCELLED, "the run was cancelled", st.node.info.name)
         if timings is not None:
             t0 = perf_counter()
+        if sharing is not None:
+            sharing.before(i)
         if st.dynamic:
             _run_dynamic(st, values, state.arena, plan.graph.exact, cancel, slab)
         elif st.view:

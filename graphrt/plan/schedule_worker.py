@@ -11,8 +11,10 @@ are redirected, so nothing numba prints can break a message): each message is a 
 little-endian length and a pickle. A request is ``(env, items)``: the cache variables of the
 parent (so the child caches kernels where the parent does), then per schedule module
 ``(path, kernels, signature)`` with ``kernels`` pickled by numba's serializer (functions by
-value, so the child needs no name to find a generated kernel variant). The reply is one entry
-per item: None, or the compile error's text. The child exits when its stdin closes or after
+value, so the child needs no name to find a generated kernel variant), or per kernel
+``(kernel, signature)``, a kernel a plan's first run needs (plan/compile_share.py), which the
+child compiles into graphrt's kernel cache. The reply is one entry per item: None, or the
+compile error's text. The child exits when its stdin closes or after
 IDLE_EXIT seconds without a request; the parent starts a new one when it next needs one.
 """
 from __future__ import annotations
@@ -25,6 +27,8 @@ import struct
 import subprocess
 import sys
 import threading
+
+from numba.core.caching import NullCache
 
 IDLE_EXIT = 120.0
 CACHE_ENV = ("GRAPHRT_CACHE_DIR", "GRAPHRT_SCHEDULE_DIR", "NUMBA_CACHE_DIR", "XDG_CACHE_HOME")
@@ -171,9 +175,16 @@ def _serve() -> None:
             else:
                 os.environ[key] = value
         out = []
-        for path, blob, sig in items:
+        for item in items:
             try:
-                fn = jitsched.load_module(path, jitsched.unpickled(blob))
+                if len(item) == 2:          # a kernel: compiled into the kernel cache
+                    blob, sig = item
+                    fn = pickle.loads(blob)
+                    if isinstance(fn._cache, NullCache):
+                        fn.enable_caching()
+                else:
+                    path, blob, sig = item
+                    fn = jitsched.load_module(path, jitsched.unpickled(blob))
                 fn.compile(sig)
                 out.append(None)
             except Exception as e:

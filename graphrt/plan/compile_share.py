@@ -1,0 +1,105 @@
+"""A plan's first run compiles its missing kernels in two processes at once.
+
+numba compiles on one thread at a time (its compiler holds a process-wide lock), so a cold
+first run uses one core however many the machine has. When the calls a first run will make
+(OpKernel.jit_calls) name kernels that are neither compiled in this process nor in the kernel
+cache, they are listed in step order and shared with the schedule helper process
+(schedule_worker): this process takes them from the front as its steps reach them (compiling
+each on its first call, as always), a thread of this process hands them to the helper from
+the back, one at a time; a step whose kernel the helper took waits for it and then loads it
+from the cache (milliseconds). The machine code is the same wherever it was compiled (same
+numba, flags and CPU), so the bits are too.
+
+Nothing is shared with fewer than MIN_SHARED missing kernels, on one core, or with
+GRAPHRT_COMPILE_HELPER=0; a helper that fails leaves its kernel to this process.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+import numba
+from numba.core import serialize
+from numba.core.dispatcher import Dispatcher
+
+from ..threads import available
+from .jitsched import _in_cache
+
+MIN_SHARED = 3
+
+
+def enabled() -> bool:
+    return os.environ.get("GRAPHRT_COMPILE_HELPER", "1") != "0" and available() > 1
+
+
+def missing(calls: list) -> list:
+    """(step index, dispatcher, signature) of each kernel of ``calls`` (per step, a list of
+    (fn, args) or None) compiled neither here nor in the cache, first use first."""
+    found, seen = [], set()
+    for i, step in enumerate(calls):
+        for fn, args in step or ():
+            if not isinstance(fn, Dispatcher) or not fn._can_compile:
+                continue
+            try:
+                sig = tuple(numba.typeof(a) for a in args)
+            except ValueError:          # (an argument numba cannot type: the call says so)
+                continue
+            key = (id(fn), sig)
+            if key in seen or sig in fn.overloads or _in_cache(fn, sig):
+                continue
+            seen.add(key)
+            found.append((i, fn, sig))
+    return found
+
+
+class Sharing:
+    """The missing kernels of one first run, claimed from both ends."""
+
+    def __init__(self, items: list):
+        self.items = items
+        self.lock = threading.Lock()
+        self.front = 0                  # items[:front]: this process's
+        self.back = len(items)          # items[back:]: the helper's
+        self.done: dict = {}            # item index -> Event set when the helper is done
+        self.steps: dict = {}           # step index -> its item indices
+        for k, (i, _, _) in enumerate(items):
+            self.steps.setdefault(i, []).append(k)
+        threading.Thread(target=self._feed, daemon=True, name="graphrt-compile").start()
+
+    def _feed(self) -> None:
+        from .schedule_worker import CLIENT
+        while True:
+            with self.lock:
+                if self.back <= self.front:
+                    return
+                self.back -= 1
+                k = self.back
+                event = self.done[k] = threading.Event()
+            _, fn, sig = self.items[k]
+            try:
+                CLIENT.compile([(serialize.dumps(fn), sig)])
+            except Exception:   # (this process compiles it when its step calls it)
+                pass
+            finally:
+                event.set()
+
+    def before(self, step: int) -> None:
+        """Before step ``step`` runs: its kernels the helper took are compiled."""
+        ks = self.steps.get(step)
+        if not ks:
+            return
+        for k in ks:
+            with self.lock:
+                if k < self.back:
+                    self.front = max(self.front, k + 1)
+                    continue
+                event = self.done[k]
+            event.wait()
+
+
+def start(calls: list) -> Sharing | None:
+    """The sharing of a first run whose steps make ``calls``, or None."""
+    if not enabled():
+        return None
+    items = missing(calls)
+    return Sharing(items) if len(items) >= MIN_SHARED else None

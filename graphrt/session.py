@@ -17,6 +17,7 @@ from .kernels.table import DEFAULT, OperatorTable
 from .options import CancelToken, SessionOptions
 from .passes.export import to_onnx
 from .passes.table import run_passes
+from .plan import compile_share
 from .plan.build import checked_mode
 from .plan.cache import PlanCache
 from .subgraph import Body
@@ -40,6 +41,8 @@ class Session:
         model, self._model_bytes = read_model(src, cancel, self._supplied)
         self._graph = CompiledGraph.from_model(model, self.options, operators, cancel, Body,
                                                self._feedable)
+        compile_share.prefetch_tiles({n.info.op_type for n in self._graph.nodes},
+                                     self.options.exact)
         self._opsets = dict(model.opsets)
         self.model_info = model.info       # producer, description, version, metadata_props
         self._threads = threads.resolve(self.options.intra_op_threads)

@@ -194,3 +194,50 @@ def test_kernels_compiled_by_the_helper_process_give_the_same_bits(tmp_path):
             got[share] = json.loads(proc.stdout.strip().splitlines()[-1])
         assert got["1"]["bytes"] == got["0"]["bytes"]
         assert 0 < got["1"]["compiled"] < got["0"]["compiled"]
+
+
+# A session over a Gemm, its first run; prints the graphrt functions this process compiled
+# and the result's bytes.
+TILES = r"""
+import json, sys
+import numpy as np
+from numba.core import event
+names = []
+class Names(event.Listener):
+    def on_start(self, e):
+        pass
+    def on_end(self, e):
+        names.append(e.data["dispatcher"].py_func.__qualname__)
+event.register("numba:compile", Names())
+import graphrt
+sess = graphrt.Session(sys.argv[1])
+x = np.linspace(-1, 1, 6 * 40, dtype=np.float32).reshape(6, 40)
+print(json.dumps({"names": names, "bytes": sess.run(None, {"x": x})[0].tobytes().hex()}))
+"""
+
+
+def test_the_helper_compiles_the_tile_entry_while_the_session_is_made(tmp_path):
+    """A session with a matrix product asks the helper process for the GEMM tile entry
+    (compile_share.prefetch_tiles): this process then loads it (it compiles none of the
+    tile driver's functions) and gets the bits of a process that compiled it itself."""
+    if graphrt.threads.available() < 2:
+        import pytest
+        pytest.skip("one core: nothing is shared")
+    w = np.linspace(-2, 2, 40 * 24, dtype=np.float32).reshape(40, 24)
+    g = helper.make_graph([helper.make_node("Gemm", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 40])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 24])],
+                          [helper.make_tensor("w", TensorProto.FLOAT, w.shape, w.ravel())])
+    path = str(tmp_path / "gemm.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    got = {}
+    for share in ("1", "0"):
+        proc = subprocess.run([sys.executable, "-c", TILES, path], cwd=ROOT,
+                              env=_env(tmp_path / share, PYTHONPATH=ROOT,
+                                       GRAPHRT_COMPILE_HELPER=share),
+                              capture_output=True, text=True, timeout=900)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        got[share] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert got["1"]["bytes"] == got["0"]["bytes"]
+    assert any(n.startswith("block_") for n in got["0"]["names"])
+    assert not any(n.startswith("block_") for n in got["1"]["names"])

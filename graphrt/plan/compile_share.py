@@ -10,6 +10,11 @@ the back, one at a time; a step whose kernel the helper took waits for it and th
 from the cache (milliseconds). The machine code is the same wherever it was compiled (same
 numba, flags and CPU), so the bits are too.
 
+The GEMM tile entry (gemm/microkernel.py, the costliest single compile) is asked of the
+helper earlier still, when a session whose graph has a matrix product or a convolution is
+made (prefetch_tiles): this process makes its passes, folds its constants and plans
+meanwhile, and waits for the entry only when a plan first needs it.
+
 Nothing is shared with fewer than MIN_SHARED missing kernels, on one core, or with
 GRAPHRT_COMPILE_HELPER=0; a helper that fails leaves its kernel to this process.
 """
@@ -19,6 +24,7 @@ import os
 import threading
 
 import numba
+import numpy as np
 from numba.core import serialize
 from numba.core.dispatcher import Dispatcher
 
@@ -95,6 +101,39 @@ class Sharing:
                     continue
                 event = self.done[k]
             event.wait()
+
+
+PRODUCTS = frozenset({"MatMul", "Gemm", "Conv", "FusedMatMul", "FusedConv", "ConvTranspose",
+                      "FusedGemm", "Attention", "MultiHeadAttention", "LSTM", "GRU", "RNN"})
+
+
+def prefetch_tiles(op_types, exact: bool) -> None:
+    """Have the helper compile the float32 tile entry of ``exact``'s mode now, when
+    ``op_types`` (the graph's) has a product and the cache lacks the entry."""
+    from ..kernels.gemm import microkernel
+    key = (np.dtype(np.float32), bool(exact))
+    if not enabled() or PRODUCTS.isdisjoint(op_types):
+        return
+    with _PREFETCH_LOCK:
+        if key in microkernel._KERNELS or key in microkernel.PENDING or \
+                microkernel.entry_cached(key[0]):
+            return
+        done = microkernel.PENDING[key] = threading.Event()
+
+    def ask():
+        from .schedule_worker import CLIENT
+        try:
+            CLIENT.compile([{"tile": ("float32", key[1])}])
+        except Exception:   # (this process compiles it when a plan needs it)
+            pass
+        finally:
+            done.set()
+            microkernel.PENDING.pop(key, None)
+
+    threading.Thread(target=ask, daemon=True, name="graphrt-compile-tiles").start()
+
+
+_PREFETCH_LOCK = threading.Lock()
 
 
 def start(calls: list) -> Sharing | None:

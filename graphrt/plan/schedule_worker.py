@@ -13,7 +13,8 @@ parent (so the child caches kernels where the parent does), then per schedule mo
 ``(path, kernels, signature)`` with ``kernels`` pickled by numba's serializer (functions by
 value, so the child needs no name to find a generated kernel variant), or per kernel
 ``(kernel, signature)``, a kernel a plan's first run needs (plan/compile_share.py), which the
-child compiles into graphrt's kernel cache. The reply is one entry per item: None, or the
+child compiles into graphrt's kernel cache, or ``{"tile": (dtype name, exact)}``, the GEMM
+tile entry of that type and mode. The reply is one entry per item: None, or the
 compile error's text. The child exits when its stdin closes or after
 IDLE_EXIT seconds without a request; the parent starts a new one when it next needs one.
 """
@@ -177,6 +178,13 @@ def _serve() -> None:
         out = []
         for item in items:
             try:
+                if isinstance(item, dict):  # the GEMM tile entry of a type and mode
+                    import numpy as np
+                    from ..kernels.gemm import microkernel
+                    dtype, exact = item["tile"]
+                    microkernel.kernels(np.dtype(dtype), exact)
+                    out.append(None)
+                    continue
                 if len(item) == 2:          # a kernel: compiled into the kernel cache
                     blob, sig = item
                     fn = pickle.loads(blob)

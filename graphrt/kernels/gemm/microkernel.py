@@ -22,7 +22,9 @@ padded lanes are computed and thrown away, edge tiles go through a small buffer.
 """
 from __future__ import annotations
 
+import glob
 import hashlib
+import os
 import threading
 
 import numba
@@ -32,6 +34,7 @@ from numba import carray, cfunc, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ...cache import kernels_dir
 from ..core.held import held_buffer
 from ..core.jit import rebind
 from . import micro_ir
@@ -374,7 +377,22 @@ def kernels(dtype, exact: bool) -> np.ndarray:
     return micro_ir.once(_KERNELS, _KERNELS_LOCK, (np.dtype(dtype), bool(exact)), _table)
 
 
+# (dtype, exact) -> an Event set when the helper process has compiled that entry into the
+# cache, or given up (plan/compile_share.prefetch_tiles): _table waits for it, then loads
+PENDING: dict = {}
+
+
+def entry_cached(dtype) -> bool:
+    """Whether the kernel cache holds an index of the tile entry of ``dtype`` (a guess: the
+    entry may still be missing for this CPU, then it is compiled as always)."""
+    pattern = os.path.join(kernels_dir(), "**", f"*tile_entry_{np.dtype(dtype).name}_{SOURCE_TAG}*.nbi")
+    return bool(glob.glob(pattern, recursive=True))
+
+
 def _table(dtype: np.dtype, exact: bool) -> np.ndarray:
+    pending = PENDING.get((dtype, exact))
+    if pending is not None:
+        pending.wait(300)        # (a helper that hangs: then this process compiles it)
     entry = cfunc(_entry_signature(numba.from_dtype(dtype)), cache=True, nogil=True,
                   error_model="numpy")(
         rebind(_tile_entry, f"tile_entry_{dtype.name}_{SOURCE_TAG}", {}))

@@ -31,19 +31,21 @@ OP = None
 # not) is chosen in Python when the plan is made (Forms.pick), never by branches inside the
 # compiled function, which numba would type, optimise and vectorise whether used or not.
 # Binary templates walk a broadcast.Walk: task t covers a part [j0, j1) of one row of the
-# inner axis; indices are unsigned (numba's wraparound of a negative signed index keeps
-# loops scalar). An in-place form (the output takes over operand a, of the same size) reads
-# out itself: with two names for the same memory LLVM's overlap test fails at run time and
-# it takes its scalar loop.
+# inner axis. The operands' inner strides are the constants IA and IB where a path binds
+# them (1: contiguous, 0: one value per row; LLVM folds them, so each path is a loop of its
+# own) or read from sa and sb (-1: any stride). Indices are unsigned (numba's wraparound of
+# a negative signed index keeps loops scalar). An in-place form (the output takes over
+# operand a, of the same size) reads out itself: with two names for the same memory LLVM's
+# overlap test fails at run time and it takes its scalar loop.
+IA = IB = -1
 
 
 def _binary(a, b, out, shape, sa, sb, block, tasks):
-    """Any strides (the general path)."""
     r = shape.size
     inner = shape[r - 1]
     per_row = (inner + block - 1) // block
-    ia = np.uint64(sa[r - 1])
-    ib = np.uint64(sb[r - 1])
+    ia = np.uint64(sa[r - 1] if IA < 0 else IA)
+    ib = np.uint64(sb[r - 1] if IB < 0 else IB)
     for t in prange(tasks):
         row, j0, j1 = task_span(t, per_row, block, inner)
         oa = np.uint64(row_offset(row, shape, sa))
@@ -53,72 +55,18 @@ def _binary(a, b, out, shape, sa, sb, block, tasks):
             put(out, base + j, OP(a[oa + j * ia], b[ob + j * ib]), EXACT)
 
 
-def _binary_rows(a, b, out, shape, sa, sb, block, tasks):
-    """Both operands contiguous along the inner axis (one row: both whole)."""
+def _binary_in(a, b, out, shape, sa, sb, block, tasks):
+    """_binary with the output over a."""
     r = shape.size
     inner = shape[r - 1]
     per_row = (inner + block - 1) // block
-    for t in prange(tasks):
-        row, j0, j1 = task_span(t, per_row, block, inner)
-        oa = np.uint64(row_offset(row, shape, sa))
-        ob = np.uint64(row_offset(row, shape, sb))
-        base = np.uint64(row * inner)
-        for j in range(np.uint64(j0), np.uint64(j1)):
-            put(out, base + j, OP(a[oa + j], b[ob + j]), EXACT)
-
-
-def _binary_rows_in(a, b, out, shape, sa, sb, block, tasks):
-    """_binary_rows with the output over a."""
-    r = shape.size
-    inner = shape[r - 1]
-    per_row = (inner + block - 1) // block
+    ib = np.uint64(sb[r - 1] if IB < 0 else IB)
     for t in prange(tasks):
         row, j0, j1 = task_span(t, per_row, block, inner)
         ob = np.uint64(row_offset(row, shape, sb))
         base = np.uint64(row * inner)
         for j in range(np.uint64(j0), np.uint64(j1)):
-            put(out, base + j, OP(out[base + j], b[ob + j]), EXACT)
-
-
-def _binary_b_fixed(a, b, out, shape, sa, sb, block, tasks):
-    """a contiguous along the inner axis, b one value per row (a scalar, a column)."""
-    r = shape.size
-    inner = shape[r - 1]
-    per_row = (inner + block - 1) // block
-    for t in prange(tasks):
-        row, j0, j1 = task_span(t, per_row, block, inner)
-        oa = np.uint64(row_offset(row, shape, sa))
-        y = b[row_offset(row, shape, sb)]
-        base = np.uint64(row * inner)
-        for j in range(np.uint64(j0), np.uint64(j1)):
-            put(out, base + j, OP(a[oa + j], y), EXACT)
-
-
-def _binary_b_fixed_in(a, b, out, shape, sa, sb, block, tasks):
-    """_binary_b_fixed with the output over a."""
-    r = shape.size
-    inner = shape[r - 1]
-    per_row = (inner + block - 1) // block
-    for t in prange(tasks):
-        row, j0, j1 = task_span(t, per_row, block, inner)
-        y = b[row_offset(row, shape, sb)]
-        base = np.uint64(row * inner)
-        for j in range(np.uint64(j0), np.uint64(j1)):
-            put(out, base + j, OP(out[base + j], y), EXACT)
-
-
-def _binary_a_fixed(a, b, out, shape, sa, sb, block, tasks):
-    """a one value per row, b contiguous along the inner axis."""
-    r = shape.size
-    inner = shape[r - 1]
-    per_row = (inner + block - 1) // block
-    for t in prange(tasks):
-        row, j0, j1 = task_span(t, per_row, block, inner)
-        x = a[row_offset(row, shape, sa)]
-        ob = np.uint64(row_offset(row, shape, sb))
-        base = np.uint64(row * inner)
-        for j in range(np.uint64(j0), np.uint64(j1)):
-            put(out, base + j, OP(x, b[ob + j]), EXACT)
+            put(out, base + j, OP(out[base + j], b[ob + j * ib]), EXACT)
 
 
 # Inputs of at most SMALL elements of integer or boolean type (shape arithmetic, mostly
@@ -157,9 +105,10 @@ class Forms:
     __slots__ = ("_paths", "_in_place", "general")
 
     def __init__(self, name: str, general: str, templates: dict, in_place: dict, **consts):
+        """``templates``: path -> (template, the constants it binds for that path)."""
         self._paths = {path: Variants(t, name if path == general else f"{name}_{path}",
-                                      parallel=True, **consts)
-                       for path, t in templates.items()}
+                                      parallel=True, **consts, **bound)
+                       for path, (t, bound) in templates.items()}
         self._in_place = in_place       # path -> the path of its in-place form
         self.general = general
 
@@ -191,9 +140,9 @@ def pick(forms, path: str, exact: bool, parallel: bool) -> tuple:
 
 def binary_variants(op, name: str) -> Forms:
     return Forms(name, "general",
-                 {"general": _binary, "rows": _binary_rows, "rows_in": _binary_rows_in,
-                  "b_fixed": _binary_b_fixed, "b_fixed_in": _binary_b_fixed_in,
-                  "a_fixed": _binary_a_fixed},
+                 {"general": (_binary, {}), "rows": (_binary, dict(IA=1, IB=1)),
+                  "b_fixed": (_binary, dict(IA=1, IB=0)), "a_fixed": (_binary, dict(IA=0, IB=1)),
+                  "rows_in": (_binary_in, dict(IB=1)), "b_fixed_in": (_binary_in, dict(IB=0))},
                  {"rows": "rows_in", "b_fixed": "b_fixed_in"}, OP=op)
 
 
@@ -208,7 +157,8 @@ def binary_path(walk: Walk, small: bool) -> str:
 
 
 def unary_variants(op, name: str) -> Forms:
-    return Forms(name, "plain", {"plain": _unary, "in": _unary_in}, {"plain": "in"}, OP=op)
+    return Forms(name, "plain", {"plain": (_unary, {}), "in": (_unary_in, {})}, {"plain": "in"},
+                 OP=op)
 
 
 def scalar_op(fn):
@@ -257,7 +207,7 @@ def _unary_params_in(x, out, p, q, block, tasks):
 
 
 def unary_param_variants(op, name: str) -> Forms:
-    return Forms(name, "plain", {"plain": _unary_params, "in": _unary_params_in},
+    return Forms(name, "plain", {"plain": (_unary_params, {}), "in": (_unary_params_in, {})},
                  {"plain": "in"}, OP=op)
 
 

@@ -31,7 +31,9 @@ docs/exact-mode.md, "Summation").
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from numba import carray, njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from .broadcast import row_offset
 from .jit import _hash_of, rebind
@@ -111,17 +113,40 @@ def _block(x, off, m, step, p):
     return ((a0 + a1) + (a2 + a3)) + ((a4 + a5) + (a6 + a7))
 
 
+@intrinsic
+def _stack_of(typingctx, v):
+    """A pointer to DEPTH values of v's type on the machine stack of the calling function:
+    the binary counter's partial sums, without a heap allocation (and without compiling
+    np.full into every summer)."""
+    sig = types.CPointer(v)(v)
+
+    def codegen(context, builder, sig, args):
+        return cgutils.alloca_once(builder, context.get_value_type(v), size=DEPTH)
+
+    return sig, codegen
+
+
 def _run(x, off, n, step, p):
     if n <= BLOCK:
         return BLOCK_SUM(x, off, n, step, p)
     first = BLOCK_SUM(x, off, BLOCK, step, p)
-    stack = np.full(DEPTH, first)
+    stack = carray(_stack_of(first), DEPTH)
+    stack[0] = first
     top = 1
     b = 1
     for k in range(BLOCK, n, BLOCK):
-        b += 1
-        top = push(stack, top, b, BLOCK_SUM(x, off + k * step, min(BLOCK, n - k), step, p))
-    return fold(stack, top)
+        b += 1      # push (written out: one call less to compile and link)
+        stack[top] = BLOCK_SUM(x, off + k * step, min(BLOCK, n - k), step, p)
+        top += 1
+        c = b
+        while c & 1 == 0:
+            stack[top - 2] = stack[top - 2] + stack[top - 1]
+            top -= 1
+            c >>= 1
+    s = stack[top - 1]      # fold
+    for i in range(top - 2, -1, -1):
+        s = stack[i] + s
+    return s
 
 
 def _set(x, base, rshape, rstride, runs, p):

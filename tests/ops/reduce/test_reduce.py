@@ -10,7 +10,7 @@ import pytest
 from graphrt import ErrorKind, SessionOptions
 
 from ...helpers import (EXACT, bits, close, expect_error, i64, ours, pairwise_sum, rand,
-                        reference)
+                        reference, tree_sum)
 
 
 # ----------------------------------------------------------------------------- Reduce*
@@ -287,3 +287,14 @@ def test_topk_nan_dtypes_run_time_k_and_errors():
                  outs=[x.dtype, np.int64], consts=(1,))
     expect_error(ErrorKind.INVALID_MODEL, ours, "TopK", [x], opset=1,
                  outs=[x.dtype, np.int64], match="'k'")
+
+
+@pytest.mark.parametrize("n", [63, 64, 65, 127, 128, 129, 192, 1000, 64 * 64, 64 * 64 + 65])
+def test_a_contiguous_run_sums_in_the_counters_order(n):
+    """One contiguous run of n values per output (core/summation.py's run: its blocks'
+    binary counter kept on the machine stack): the bits of the order written again with
+    numpy (tests/helpers.tree_sum), at every count of blocks around a power of two."""
+    x = (rand((3, n), seed=n) * 1000).astype(np.float32)
+    got = ours("ReduceSum", [x, i64(1)], {"keepdims": 0}, consts=(1,),
+               options=SessionOptions(mode="exact"))
+    np.testing.assert_array_equal(bits(got), bits(tree_sum(x)))

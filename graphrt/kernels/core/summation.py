@@ -156,12 +156,22 @@ def _set(x, base, rshape, rstride, runs, p):
     first = RUN_SUM(x, base, rin, rs, p)
     if runs == 1:
         return first
-    stack = np.full(DEPTH, first)
+    stack = carray(_stack_of(first), DEPTH)
+    stack[0] = first
     top = 1
     for ro in range(1, runs):
         off = base + row_offset(ro, rshape, rstride)
-        top = push(stack, top, ro + 1, RUN_SUM(x, off, rin, rs, p))
-    return fold(stack, top)
+        stack[top] = RUN_SUM(x, off, rin, rs, p)        # push and fold as in _run
+        top += 1
+        c = ro + 1
+        while c & 1 == 0:
+            stack[top - 2] = stack[top - 2] + stack[top - 1]
+            top -= 1
+            c >>= 1
+    s = stack[top - 1]
+    for i in range(top - 2, -1, -1):
+        s = stack[i] + s
+    return s
 
 
 def cols_work(rshape, count) -> int:

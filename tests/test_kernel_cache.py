@@ -219,7 +219,8 @@ print(json.dumps({"names": names, "bytes": sess.run(None, {"x": x})[0].tobytes()
 def test_the_helper_compiles_the_tile_entry_while_the_session_is_made(tmp_path):
     """A session with a matrix product asks the helper process for the GEMM tile entry
     (compile_share.prefetch_tiles): this process then loads it (it compiles none of the
-    tile driver's functions) and gets the bits of a process that compiled it itself."""
+    tile driver's functions) and gets the bits of a process that compiled it itself. (Told
+    to wait for the helper however soon the plan needs the entry: this model plans at once.)"""
     if graphrt.threads.available() < 2:
         import pytest
         pytest.skip("one core: nothing is shared")
@@ -234,7 +235,8 @@ def test_the_helper_compiles_the_tile_entry_while_the_session_is_made(tmp_path):
     for share in ("1", "0"):
         proc = subprocess.run([sys.executable, "-c", TILES, path], cwd=ROOT,
                               env=_env(tmp_path / share, PYTHONPATH=ROOT,
-                                       GRAPHRT_COMPILE_HELPER=share),
+                                       GRAPHRT_COMPILE_HELPER=share,
+                                       GRAPHRT_TILE_WAIT_AFTER="0"),
                               capture_output=True, text=True, timeout=900)
         assert proc.returncode == 0, proc.stderr[-3000:]
         got[share] = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -13,7 +13,8 @@ numba, flags and CPU), so the bits are too.
 The GEMM tile entry (gemm/microkernel.py, the costliest single compile) is asked of the
 helper earlier still, when a session whose graph has a matrix product or a convolution is
 made (prefetch_tiles): this process makes its passes, folds its constants and plans
-meanwhile, and waits for the entry only when a plan first needs it.
+meanwhile, and waits for the entry when a plan first needs it (unless that comes so soon
+that the helper is still starting: then it compiles the entry itself).
 
 Nothing is shared with fewer than MIN_SHARED missing kernels, on one core, or with
 GRAPHRT_COMPILE_HELPER=0; a helper that fails leaves its kernel to this process.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 
 import numba
 import numpy as np
@@ -118,7 +120,8 @@ def prefetch_tiles(op_types, exact: bool) -> None:
         if key in microkernel._KERNELS or key in microkernel.PENDING or \
                 microkernel.entry_cached(key[0]):
             return
-        done = microkernel.PENDING[key] = threading.Event()
+        done = threading.Event()
+        microkernel.PENDING[key] = (done, time.monotonic())
 
     def ask():
         from .schedule_worker import CLIENT

@@ -26,6 +26,7 @@ import glob
 import hashlib
 import os
 import threading
+import time
 
 import numba
 import numpy as np
@@ -377,9 +378,12 @@ def kernels(dtype, exact: bool) -> np.ndarray:
     return micro_ir.once(_KERNELS, _KERNELS_LOCK, (np.dtype(dtype), bool(exact)), _table)
 
 
-# (dtype, exact) -> an Event set when the helper process has compiled that entry into the
-# cache, or given up (plan/compile_share.prefetch_tiles): _table waits for it, then loads
+# (dtype, exact) -> (an Event set when the helper process has compiled that entry into the
+# cache or given up, when it was asked: plan/compile_share.prefetch_tiles). _table waits for
+# it, then loads, where the helper has had WAIT_AFTER seconds already; earlier (a small
+# model planned at once) the helper is still starting and this process compiles it itself.
 PENDING: dict = {}
+WAIT_AFTER = float(os.environ.get("GRAPHRT_TILE_WAIT_AFTER") or 2.0)
 
 
 def entry_cached(dtype) -> bool:
@@ -391,8 +395,8 @@ def entry_cached(dtype) -> bool:
 
 def _table(dtype: np.dtype, exact: bool) -> np.ndarray:
     pending = PENDING.get((dtype, exact))
-    if pending is not None:
-        pending.wait(300)        # (a helper that hangs: then this process compiles it)
+    if pending is not None and time.monotonic() - pending[1] >= WAIT_AFTER:
+        pending[0].wait(300)        # (a helper that hangs: then this process compiles it)
     entry = cfunc(_entry_signature(numba.from_dtype(dtype)), cache=True, nogil=True,
                   error_model="numpy")(
         rebind(_tile_entry, f"tile_entry_{dtype.name}_{SOURCE_TAG}", {}))

@@ -41,8 +41,7 @@ class Session:
         model, self._model_bytes = read_model(src, cancel, self._supplied)
         self._graph = CompiledGraph.from_model(model, self.options, operators, cancel, Body,
                                                self._feedable)
-        compile_share.prefetch_tiles({n.info.op_type for n in self._graph.nodes},
-                                     self.options.exact)
+        compile_share.prefetch_tiles([n.kernel for n in self._graph.nodes], self.options.exact)
         self._opsets = dict(model.opsets)
         self.model_info = model.info       # producer, description, version, metadata_props
         self._threads = threads.resolve(self.options.intra_op_threads)

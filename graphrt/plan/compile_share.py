@@ -105,16 +105,12 @@ class Sharing:
             event.wait()
 
 
-PRODUCTS = frozenset({"MatMul", "Gemm", "Conv", "FusedMatMul", "FusedConv", "ConvTranspose",
-                      "FusedGemm", "Attention", "MultiHeadAttention", "LSTM", "GRU", "RNN"})
-
-
-def prefetch_tiles(op_types, exact: bool) -> None:
-    """Have the helper compile the float32 tile entry of ``exact``'s mode now, when
-    ``op_types`` (the graph's) has a product and the cache lacks the entry."""
+def prefetch_tiles(kernels, exact: bool) -> None:
+    """Have the helper compile the float32 tile entry of ``exact``'s mode now, when one of
+    ``kernels`` (the graph's) runs tile products and the cache lacks the entry."""
     from ..kernels.gemm import microkernel
     key = (np.dtype(np.float32), bool(exact))
-    if not enabled() or PRODUCTS.isdisjoint(op_types):
+    if not enabled() or not any(k.tile_products for k in kernels):
         return
     with _PREFETCH_LOCK:
         if key in microkernel._KERNELS or key in microkernel.PENDING or \

@@ -275,6 +275,7 @@ class _Plan:
 
 
 class Attention(OpKernel):
+    tile_products = True
     supports_exact = True
 
     def __init__(self, node):

@@ -54,6 +54,7 @@ class OpKernel:
     view_of_input = False           # output 0 is input 0 with the inferred shape; run not called
     outputs_data_dependent = False  # output shapes depend on values: run allocates outputs
     constant_foldable = True        # same inputs give the same outputs
+    tile_products = False           # runs the GEMM tile products (gemm/microkernel.py)
     fixed_output = None             # the one output of a kernel without inputs that never varies
     # jit_calls may be compiled into the plan's segments; False for the products' tiles: a
     # segment calling them was not cacheable by numba (their function-pointer tables are

@@ -135,18 +135,9 @@ def _run(x, off, n, step, p):
     top = 1
     b = 1
     for k in range(BLOCK, n, BLOCK):
-        b += 1      # push (written out: one call less to compile and link)
-        stack[top] = BLOCK_SUM(x, off + k * step, min(BLOCK, n - k), step, p)
-        top += 1
-        c = b
-        while c & 1 == 0:
-            stack[top - 2] = stack[top - 2] + stack[top - 1]
-            top -= 1
-            c >>= 1
-    s = stack[top - 1]      # fold
-    for i in range(top - 2, -1, -1):
-        s = stack[i] + s
-    return s
+        b += 1
+        top = push(stack, top, b, BLOCK_SUM(x, off + k * step, min(BLOCK, n - k), step, p))
+    return fold(stack, top)
 
 
 def _set(x, base, rshape, rstride, runs, p):
@@ -161,17 +152,8 @@ def _set(x, base, rshape, rstride, runs, p):
     top = 1
     for ro in range(1, runs):
         off = base + row_offset(ro, rshape, rstride)
-        stack[top] = RUN_SUM(x, off, rin, rs, p)        # push and fold as in _run
-        top += 1
-        c = ro + 1
-        while c & 1 == 0:
-            stack[top - 2] = stack[top - 2] + stack[top - 1]
-            top -= 1
-            c >>= 1
-    s = stack[top - 1]
-    for i in range(top - 2, -1, -1):
-        s = stack[i] + s
-    return s
+        top = push(stack, top, ro + 1, RUN_SUM(x, off, rin, rs, p))
+    return fold(stack, top)
 
 
 def cols_work(rshape, count) -> int:

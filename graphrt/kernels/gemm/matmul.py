@@ -22,6 +22,7 @@ class MatMul(OpKernel):
     is dropped from the result; leading (batch) axes broadcast. float16 and bfloat16 are
     computed in float32 (inputs widened exactly, the result rounded once)."""
 
+    tile_products = True
     supports_exact = True
     ALLOWED = frozenset(np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64,
                                              np.uint32, np.uint64)) | HALF
@@ -114,6 +115,7 @@ class Gemm(OpKernel):
     bfloat16 are computed in float32 like MatMul: A, B and C widened exactly, the epilogue
     in float32, Y rounded once."""
 
+    tile_products = True
     supports_exact = True
     ALLOWED = frozenset(np.dtype(t) for t in (np.float32, np.float64)) | HALF
     in_segments = False

@@ -254,6 +254,7 @@ class _PairProduct:
 
 
 class Einsum(OpKernel):
+    tile_products = True
     supports_exact = True
     ALLOWED = FLOATS | _dt.INTEGERS
 

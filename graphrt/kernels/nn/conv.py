@@ -348,6 +348,7 @@ def _implicit(p, g, k, exact):
 class GroupedConv(OpKernel):
     """The window attributes and ``group`` shared by Conv and ConvTranspose."""
 
+    tile_products = True
     supports_exact = True
 
     def __init__(self, node):

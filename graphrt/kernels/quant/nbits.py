@@ -227,6 +227,7 @@ DEQUANTIZE = Variants(_dequantize, "matmul_nbits_dequantize", parallel=True)
 
 
 class MatMulNBits(OpKernel):
+    tile_products = True
     supports_exact = True
 
     def __init__(self, node):

@@ -264,6 +264,7 @@ _LSTM = _variants("lstm_step", 4)
 
 
 class _Recurrent(OpKernel):
+    tile_products = True
     supports_exact = True
     GATES = 1
     DEFAULTS = ("tanh",)

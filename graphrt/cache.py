@@ -18,6 +18,13 @@ adding different signatures at once could both pick ``.1.nbc`` and leave an inde
 naming the other's code; graphrt's folders are saved under an exclusive lock on the index
 (``<index>.lock``, where the platform has fcntl), data file first, then the merged index.
 
+numba's key for a compiled specialisation holds the signature, the CPU (name and features)
+and the function's bytecode, not how the code was generated: a function decorated again with
+other fastmath flags, or a process run with another ``NUMBA_OPT`` or without SVML, would load
+code made under the old settings. In graphrt's folders the key also holds
+:func:`code_settings`: the function's compile options and the process's code-generation
+settings.
+
 This module imports nothing of graphrt's: it must be installed before the first kernel
 module is imported (numba picks a function's cache locator when it is decorated).
 """
@@ -28,7 +35,7 @@ import itertools
 import os
 import shutil
 
-from numba.core import caching
+from numba.core import caching, config
 
 try:
     import fcntl
@@ -113,12 +120,60 @@ def _save(self, key, data):
         self._save_index(overloads)
 
 
+def _plain(value):
+    """A compile option as a value whose repr is the same in every process (a set of
+    fastmath flags sorted: a set's order follows the string hash seed)."""
+    if isinstance(value, (set, frozenset)):
+        return tuple(sorted(map(str, value)))
+    if isinstance(value, dict):
+        return tuple(sorted((str(k), _plain(v)) for k, v in value.items()))
+    if isinstance(value, (bool, int, float, str, type(None))):
+        return value
+    return repr(value)
+
+
+def code_settings(options: dict) -> tuple:
+    """What shapes a function's machine code besides its source, signature and CPU: its
+    compile options (``cache`` aside) and numba's code-generation settings."""
+    own = tuple(sorted((k, _plain(v)) for k, v in options.items() if k != "cache"))
+    return own, (int(config.OPT), bool(config.USING_SVML), bool(config.LOOP_VECTORIZE),
+                 bool(config.SLP_VECTORIZE), bool(config.ENABLE_AVX), bool(config.BOUNDSCHECK),
+                 bool(config.DEBUGINFO_DEFAULT))
+
+
+_numba_index_key = caching.Cache._index_key
+
+
+def _index_key(self, sig, codegen):
+    key = _numba_index_key(self, sig, codegen)
+    settings = getattr(self, "graphrt_settings", None)
+    return key if settings is None else key + (settings,)
+
+
+def _keyed(enable_caching, options_of):
+    """An ``enable_caching`` that, for a function cached in graphrt's folders, puts its
+    code settings into every key its cache makes."""
+    def enable(self):
+        enable_caching(self)
+        if isinstance(self._cache._impl.locator, KernelLocator):
+            self._cache.graphrt_settings = code_settings(options_of(self))
+    enable.graphrt = True
+    return enable
+
+
 def install() -> None:
-    """Put KernelLocator first in numba's list, and the locked save in place (once)."""
+    """Put KernelLocator first in numba's list, the locked save and the settings-holding key
+    in place (once)."""
+    from numba.core import ccallback, dispatcher
     classes = caching.CacheImpl._locator_classes
     if KernelLocator not in classes:
         classes.insert(0, KernelLocator)
         caching.IndexDataCacheFile.save = _save
+        caching.Cache._index_key = _index_key
+        dispatcher.Dispatcher.enable_caching = _keyed(
+            dispatcher.Dispatcher.enable_caching, lambda d: d.targetoptions)
+        ccallback.CFunc.enable_caching = _keyed(
+            ccallback.CFunc.enable_caching, lambda c: c._compiler.targetoptions)
 
 
 def _files(folder: str):

@@ -105,6 +105,46 @@ def test_processes_filling_one_cache_at_once_leave_it_whole(tmp_path):
     assert not list(kernels.rglob("*.tmp.*"))
 
 
+# Compiles graphrt's exp64 again with the fastmath flags argv[1] ("-" for none) and prints
+# how many specialisations came from the cache and whether the code contracts a * b + c.
+SETTINGS_SCRIPT = r"""
+import json, sys
+import graphrt
+from numba import njit
+from graphrt.kernels.math.vecmath import exp64
+flags = False if sys.argv[1] == "-" else set(sys.argv[1].split(","))
+f = njit(cache=True, nogil=True, fastmath=flags, error_model="numpy")(exp64.py_func)
+f(0.3)
+ir = "".join(f.inspect_llvm().values())
+print(json.dumps({"hits": sum(f.stats.cache_hits.values()), "contract": "contract" in ir}))
+"""
+
+
+def _settings_run(cache_dir, flags, **env):
+    proc = subprocess.run([sys.executable, "-c", SETTINGS_SCRIPT, flags], cwd=ROOT,
+                          env=_env(cache_dir, **env), capture_output=True, text=True,
+                          timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_cache_entry_made_under_other_code_settings_is_never_loaded(tmp_path):
+    """numba keys a cached specialisation by source, signature and CPU only; graphrt's
+    folders key it by the fastmath flags and numba's code-generation settings too. One
+    function of graphrt's, compiled with contraction allowed, is loaded by a process asking
+    the same, and compiled anew (never loaded) under no fastmath, another NUMBA_OPT or
+    another CPU target."""
+    kernels = tmp_path / "cache"
+    first = _settings_run(kernels, "contract")
+    assert first["hits"] == 0 and first["contract"]
+    assert _settings_run(kernels, "contract")["hits"] == 1
+    exact = _settings_run(kernels, "-")
+    assert exact["hits"] == 0 and not exact["contract"]
+    for env in ({"NUMBA_OPT": "1"}, {"NUMBA_CPU_NAME": "generic"}):
+        assert _settings_run(kernels, "contract", **env)["hits"] == 0, env
+    assert _settings_run(kernels, "-")["hits"] == 1, "each setting's entry is kept beside the others"
+
+
 def test_warmup_fills_the_cache_a_later_process_runs_from(tmp_path):
     model, kernels = _models(tmp_path), tmp_path / "cache"
     warm = subprocess.run([sys.executable, "-m", "graphrt", "warmup", model.replace("DT", "float64")],

@@ -155,10 +155,13 @@ def _normalize(x, scale, bias, mean_in, var_in, y, st1, st2, kshape, kstride, rs
                     y[p] = v
 
 
-def _rows(x, scale, bias, y, st1, st2, cols, prm, has_scale, has_bias, stats, tasks):
+def _rows(x, scale, bias, y, st1, st2, cols, prm, stats, tasks):
     """_normalize for LayerNormalization and RMSNormalization over contiguous rows of
     ``cols`` elements (the sets), scale and bias indexed by the column: the same
-    operations in the same order (one run per set), without the general walk."""
+    operations in the same order (one run per set), without the general walk. One loop
+    body: an absent scale comes as ones and an absent bias as -0.0 (v * 1 and v + -0.0
+    are v, bit for bit); IN_PLACE (bound per form): y is x, read and written through one
+    array so that LLVM's overlap check does not send the loop to its scalar version."""
     eps = prm[_EPS]
     one = prm[_ONE]
     zero = prm[_ZERO]
@@ -174,13 +177,37 @@ def _rows(x, scale, bias, y, st1, st2, cols, prm, has_scale, has_bias, stats, ta
         if stats != NO_STATS:
             st1[s] = np.nan if EXACT and mu != mu else mu
             st2[s] = np.nan if EXACT and inv != inv else inv
-        _affine_run(x[off:off + cols], y[off:off + cols], mu, inv, scale, bias, 0, 1,
-                    has_scale, has_bias, EXACT, False)
+        if IN_PLACE:
+            _affine_row_in(y[off:off + cols], mu, inv, scale, bias, EXACT)
+        else:
+            _affine_row(x[off:off + cols], y[off:off + cols], mu, inv, scale, bias, EXACT)
 
 
+# The row's affine step is compiled without fast-math in both modes (as _affine_run): a
+# multiply-add is not fused, so a row has the general walk's bits.
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=False, no_cpython_wrapper=True)
+def _affine_row(xs, ys, mu, inv, scale, bias, exact):
+    """ys = ((xs - mu) * inv) * scale + bias, NaN canonical when exact."""
+    for k in range(ys.size):
+        v = ((xs[k] - mu) * inv) * scale[k] + bias[k]
+        ys[k] = np.nan if exact and v != v else v
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=False, no_cpython_wrapper=True)
+def _affine_row_in(ys, mu, inv, scale, bias, exact):
+    """_affine_row with ys over xs: one array in the loop, which LLVM vectorises."""
+    for k in range(ys.size):
+        v = ((ys[k] - mu) * inv) * scale[k] + bias[k]
+        ys[k] = np.nan if exact and v != v else v
+
+
+IN_PLACE = False
 _RUN, _RUN_DEV_SQ = VALUES.run, DEVIATION_SQUARES.run
-_LAYER_ROWS = Variants(_rows, "norm_layer_rows", parallel=True, MODE=LAYER)
-_RMS_ROWS = Variants(_rows, "norm_rms_rows", parallel=True, MODE=RMS)
+# (the form for separate buffers, the form for y over x)
+_LAYER_ROWS = tuple(Variants(_rows, "norm_layer_rows" + tag, parallel=True, MODE=LAYER,
+                             IN_PLACE=inp) for tag, inp in (("", False), ("_in", True)))
+_RMS_ROWS = tuple(Variants(_rows, "norm_rms_rows" + tag, parallel=True, MODE=RMS,
+                           IN_PLACE=inp) for tag, inp in (("", False), ("_in", True)))
 _LAYER = Variants(_normalize, "norm_layer", parallel=True, MODE=LAYER, AFFINE=_affine_run)
 _RMS = Variants(_normalize, "norm_rms", parallel=True, MODE=RMS, AFFINE=_affine_run)
 _GIVEN = Variants(_normalize, "norm_given", parallel=True, MODE=GIVEN, AFFINE=_affine_run)
@@ -198,7 +225,7 @@ def _arr(*v):
 class _Prepared:
     __slots__ = ("fn", "cdt", "walk", "count", "cw", "prm", "scale", "bias", "mean", "var",
                  "stats", "stat_dt", "sets", "param_shape", "no_param", "no_stat", "exact",
-                 "parallel", "narrow", "consts", "folded", "rows")
+                 "parallel", "narrow", "consts", "folded", "rows", "ones", "neg_zeros")
 
 
 class _Norm(OpKernel):
@@ -234,7 +261,13 @@ class _Norm(OpKernel):
         p.rows = rows is not None and rshape.size == 1 and rstride[0] == 1 and \
             kshape.size == 1 and (kshape[0] == 1 or kstride[0] == count) and \
             tuple(cw) == (1, 0, count, 1) and stats in (NO_STATS, MEAN_INV)
-        p.fn = (rows if p.rows else variants).get(ctx.exact, parallel)
+        if p.rows:
+            p.fn = tuple(v.get(ctx.exact, parallel) for v in rows)
+            cols = int(rshape[0])
+            p.ones = np.ones(cols, cdt)
+            p.neg_zeros = np.full(cols, -0.0, cdt)
+        else:
+            p.fn = variants.get(ctx.exact, parallel)
         p.exact, p.parallel, p.narrow = ctx.exact, parallel, ctx.dtype(0) != cdt
         p.consts = None
         p.folded = None
@@ -271,12 +304,13 @@ class _Norm(OpKernel):
             return o if o is not None else take(p.stat_dt, (p.sets,))
 
         if p.rows:
-            args = (ins[0], param(p.scale, p.param_shape), param(p.bias, p.param_shape),
-                    outs[0], stat(1), stat(2))
+            scale = p.ones if p.scale is None else param(p.scale, p.param_shape)
+            bias = p.neg_zeros if p.bias is None else param(p.bias, p.param_shape)
+            args = (ins[0], scale, bias, outs[0], stat(1), stat(2))
             if any(a is None for a in args):
                 return None
-            return [(p.fn, args + (p.count, p.prm, p.scale is not None, p.bias is not None,
-                                   p.stats, p.sets))]
+            fn = p.fn[1] if np.may_share_memory(ins[0], outs[0]) else p.fn[0]
+            return [(fn, args + (p.count, p.prm, p.stats, p.sets))]
         args = (ins[0], param(p.scale, p.param_shape), param(p.bias, p.param_shape),
                 param(p.mean), param(p.var), outs[0], stat(1), stat(2))
         if any(a is None for a in args):

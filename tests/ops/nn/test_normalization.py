@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import tracemalloc
 
+import itertools
+
 import numpy as np
 import pytest
 from onnx import TensorProto, helper
@@ -268,27 +270,34 @@ def test_warm_runs_take_scratch_from_the_arena():
 def test_contiguous_rows_kernel_gives_the_general_walks_bits(cols, exact):
     """LayerNormalization and RMSNormalization over contiguous rows take their own one-loop
     kernel (normalization._rows); it gives the bits of the general walk (_normalize) for
-    the same rows, statistics included, in both modes and at every block boundary."""
+    the same rows, statistics included, in both modes and at every block boundary; with
+    scale and bias, without a bias (given as -0.0) and without either (ones and -0.0);
+    into another buffer and in place."""
     from graphrt.kernels.nn import normalization as nz
     rng = np.random.default_rng(cols)
     rows = 5
     x = (rng.standard_normal(rows * cols) * 3 + 1).astype(np.float32)
     x[::17] = np.float32(1e4)
+    x[1::19] = np.float32(0)
     scale, bias = (rng.standard_normal(cols).astype(np.float32) for _ in range(2))
+    ones, neg_zeros = np.ones(cols, np.float32), np.full(cols, -0.0, np.float32)
     kshape, kstride = np.array([rows]), np.array([cols])
     rshape, rstride = np.array([cols]), np.array([1])
     prm = np.array([1e-5, 1, 0, cols, 0, 1], np.float32)
     none = np.empty(0, np.float32)
-    for general, lean in ((nz._LAYER, nz._LAYER_ROWS), (nz._RMS, nz._RMS_ROWS)):
-        for stats in (nz.NO_STATS, nz.MEAN_INV):
-            got = [np.empty(rows * cols, np.float32), np.empty(rows, np.float32),
-                   np.empty(rows, np.float32)]
-            want = [np.empty_like(a) for a in got]
-            st = (got[1], got[2]) if stats else (none, none)
-            lean.get(exact)(x, scale, bias, got[0], *st, cols, prm, True, True, stats, rows)
-            st = (want[1], want[2]) if stats else (none, none)
-            general.get(exact)(x, scale, bias, none, none, want[0], *st, kshape, kstride,
-                               rshape, rstride, cols, np.array([1, 0, cols, 1]), prm, True,
-                               True, stats, rows)
-            for g, w in zip(got, want) if stats else zip(got[:1], want[:1]):
-                assert g.tobytes() == w.tobytes()
+    for (general, lean), stats, (scaled, shifted), in_place in itertools.product(
+            ((nz._LAYER, nz._LAYER_ROWS), (nz._RMS, nz._RMS_ROWS)), (nz.NO_STATS, nz.MEAN_INV),
+            ((True, True), (True, False), (False, False)), (False, True)):
+        got = [x.copy() if in_place else np.empty(rows * cols, np.float32),
+               np.empty(rows, np.float32), np.empty(rows, np.float32)]
+        want = [np.empty_like(a) for a in got]
+        st = (got[1], got[2]) if stats else (none, none)
+        lean[in_place].get(exact)(got[0] if in_place else x, scale if scaled else ones,
+                                  bias if shifted else neg_zeros, got[0], *st, cols, prm,
+                                  stats, rows)
+        st = (want[1], want[2]) if stats else (none, none)
+        general.get(exact)(x, scale if scaled else none, bias if shifted else none, none, none,
+                           want[0], *st, kshape, kstride, rshape, rstride, cols,
+                           np.array([1, 0, cols, 1]), prm, scaled, shifted, stats, rows)
+        for g, w in zip(got, want) if stats else zip(got[:1], want[:1]):
+            assert g.tobytes() == w.tobytes(), (lean[in_place].name, stats, scaled, shifted)

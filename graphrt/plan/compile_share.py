@@ -113,7 +113,7 @@ def prefetch_tiles(kernels, exact: bool) -> None:
     if not enabled() or not any(k.tile_products for k in kernels):
         return
     with _PREFETCH_LOCK:
-        if key in microkernel._KERNELS or key in microkernel.PENDING or \
+        if key + ("block",) in microkernel._KERNELS or key in microkernel.PENDING or \
                 microkernel.entry_cached(key[0]):
             return
         done = threading.Event()

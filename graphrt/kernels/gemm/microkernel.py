@@ -164,35 +164,51 @@ def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols
     read in place, never packed. ``epi`` = (e, e_off, e_si, flags): the
     epilogue the micro-kernel applies as it stores (micro_ir; e_off for the tile's
     element (0, 0), e's columns contiguous); flags 0: none. Returns whether it was applied:
-    not where some rows fall to the padded edge path (then the caller makes its pass)."""
+    not where some rows fall to the padded edge path (then the caller makes its pass).
+    FEW and BLOCKED (bound per entry) keep the few-rows paths and the blocked path: the
+    blocked path serves every tile (the few-rows paths give the same bits, faster), so an
+    entry without the few-rows paths is compiled for products whose tiles have FEW_ROWS
+    rows or more, and one with them only (few_rows_only) for those whose tiles all have
+    fewer: each compiles about half of the whole."""
     if kk == 0:
         for i in range(rows):
             for j in range(cols):
                 out[oo + i * ldo + j] = 0
         return False
-    if rows < FEW_ROWS and panels:
-        nr = cb.size // MR
-        for j0 in range(0, cols, nr):
-            few_rows(a, ao, a_si, a_sk, b, bo + j0 * kk, nr, out, oo + j0, ldo, rows,
-                     min(nr, cols - j0), kk, exact)
-        return False
-    if rows < FEW_ROWS and b_sk == 1 and b_sj != 1 and btab.size == 0:
-        _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, exact)
-        return False
-    if rows < FEW_ROWS and b_sj == 1 and btab.size == 0:
-        few_rows(a, ao, a_si, a_sk, b, bo, b_sk, out, oo, ldo, rows, cols, kk, exact)
-        return False
-    fuse = FUSED_EPILOGUE and epi[3] != 0 and rows % MR in (0, 8, 4)
-    nc = bp.size // max(1, min(KC, kk))
-    for jc in range(0, cols, nc):
-        _block(a, ao, a_si, a_sk, b, bo + jc * b_sj, b_sk, b_sj, out, oo + jc, ldo, rows,
-               min(nc, cols - jc), kk, ap, bp, cb, exact, btab, panels,
-               (epi[0], epi[1] + jc, epi[2], epi[3] if fuse else 0), kt)
-    return fuse
+    if FEW:
+        if rows < FEW_ROWS and panels:
+            nr = cb.size // MR
+            for j0 in range(0, cols, nr):
+                few_rows(a, ao, a_si, a_sk, b, bo + j0 * kk, nr, out, oo + j0, ldo, rows,
+                         min(nr, cols - j0), kk, exact)
+            return False
+        if rows < FEW_ROWS and b_sk == 1 and b_sj != 1 and btab.size == 0:
+            _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, exact)
+            return False
+        if rows < FEW_ROWS and b_sj == 1 and btab.size == 0:
+            few_rows(a, ao, a_si, a_sk, b, bo, b_sk, out, oo, ldo, rows, cols, kk, exact)
+            return False
+    if BLOCKED:
+        fuse = FUSED_EPILOGUE and epi[3] != 0 and rows % MR in (0, 8, 4)
+        nc = bp.size // max(1, min(KC, kk))
+        for jc in range(0, cols, nc):
+            _block(a, ao, a_si, a_sk, b, bo + jc * b_sj, b_sk, b_sj, out, oo + jc, ldo, rows,
+                   min(nc, cols - jc), kk, ap, bp, cb, exact, btab, panels,
+                   (epi[0], epi[1] + jc, epi[2], epi[3] if fuse else 0), kt)
+        return fuse
+    return False
 
 
 
+FEW = True          # bound per entry (_tile_product's docstring)
+BLOCKED = True
 NO_TABLE = np.zeros(0, dtype=np.int64)
+
+
+def few_rows_only(rows: int, b_sk: int, b_sj: int, table: bool, panels: bool) -> bool:
+    """Whether every tile of at most ``rows`` rows of a product with these B strides (a
+    row table, panels) takes one of _tile_product's few-rows paths."""
+    return 0 < rows < FEW_ROWS and (panels or (not table and (b_sj == 1 or b_sk == 1)))
 
 
 def pack_panels(bk: np.ndarray, dtype) -> np.ndarray:
@@ -340,21 +356,27 @@ _block = njit(cache=True, nogil=True, error_model="numpy")(
     rebind(_block_template, f"block_{SOURCE_TAG}", {}))
 tile_product = njit(cache=True, nogil=True, error_model="numpy")(
     rebind(_tile_product, f"tile_product_{SOURCE_TAG}", {}))
-# the same, inlined into the entry below: compiled once there, not compiled, linked and
-# optimised again as a callee (tile_product itself serves the tests that call it directly)
-_tile_inlined = njit(nogil=True, error_model="numpy", inline="always")(
-    rebind(_tile_product, f"tile_product_inlined_{SOURCE_TAG}", {}))
+# the paths of one entry, inlined into it: compiled once there, not compiled, linked and
+# optimised again as a callee (tile_product itself, every path, serves the tests that call
+# it directly)
+_INLINED = {path: njit(nogil=True, error_model="numpy", inline="always")(
+    rebind(_tile_product, f"tile_product_{path}_{SOURCE_TAG}",
+           {"FEW": path == "few", "BLOCKED": path == "block"}))
+    for path in ("few", "block")}
+
+
+TILE_PRODUCT = None         # bound per entry: _INLINED[path]
 
 
 def _tile_entry(a_p, a_n, ao, a_si, a_sk, b_p, b_n, bo, b_sk, b_sj, o_p, o_n, oo, ldo, rows,
                 cols, kk, w_p, w_n, exact, t_p, t_n, panels, e_p, e_n, e_off, e_si, flags, k_p,
                 k_n):
-    """tile_product with a C signature (each array a pointer and a length; the scratch
+    """TILE_PRODUCT with a C signature (each array a pointer and a length; the scratch
     carved here from one row of work_for), compiled once per element type as a cfunc: the
     kernels that call it through its address (``call_tile``) link none of its code, so
     each of them (matmul, Gemm, Conv; serial and parallel) does not compile it again."""
     ap, bp, cb = carve(carray(w_p, w_n), rows, cols, kk)
-    return np.int64(_tile_inlined(
+    return np.int64(TILE_PRODUCT(
         carray(a_p, a_n), ao, a_si, a_sk, carray(b_p, b_n), bo, b_sk, b_sj, carray(o_p, o_n),
         oo, ldo, rows, cols, kk, ap, bp, cb, exact != 0, carray(t_p, t_n), panels != 0,
         (carray(e_p, e_n), e_off, e_si, flags), carray(k_p, k_n)))
@@ -372,38 +394,60 @@ _KERNELS: dict = {}
 _KERNELS_LOCK = threading.Lock()
 
 
-def kernels(dtype, exact: bool) -> np.ndarray:
+def kernels(dtype, exact: bool, few: bool = False) -> np.ndarray:
     """The addresses a tiled product passes down (int64): the micro-kernels of the mode and
-    element type (micro_ir.kernels, by slot), then at TILE the tile product entry."""
-    return micro_ir.once(_KERNELS, _KERNELS_LOCK, (np.dtype(dtype), bool(exact)), _table)
+    element type (micro_ir.kernels, by slot), then at TILE the tile product entry: the one
+    of the few-rows paths where ``few`` (every tile takes one: few_rows_only), else the one
+    of the blocked path."""
+    return micro_ir.once(_KERNELS, _KERNELS_LOCK,
+                         (np.dtype(dtype), bool(exact), "few" if few else "block"), _table)
 
 
-# (dtype, exact) -> (an Event set when the helper process has compiled that entry into the
-# cache or given up, when it was asked: plan/compile_share.prefetch_tiles). _table waits for
-# it, then loads, where the helper has had WAIT_AFTER seconds already; earlier (a small
-# model planned at once) the helper is still starting and this process compiles it itself.
+# (dtype, exact) -> (an Event set when the helper process has compiled the blocked entry of
+# that type into the cache or given up, when it was asked: plan/compile_share.prefetch_tiles).
+# _entry waits for it, then loads, where the helper has had WAIT_AFTER seconds already;
+# earlier (a small model planned at once) the helper is still starting and this process
+# compiles it itself.
 PENDING: dict = {}
 WAIT_AFTER = float(os.environ.get("GRAPHRT_TILE_WAIT_AFTER") or 2.0)
 
 
+def _entry_name(dtype, path: str) -> str:
+    return f"tile_entry_{np.dtype(dtype).name}_{path}_{SOURCE_TAG}"
+
+
 def entry_cached(dtype) -> bool:
-    """Whether the kernel cache holds an index of the tile entry of ``dtype`` (a guess: the
-    entry may still be missing for this CPU, then it is compiled as always)."""
-    pattern = os.path.join(kernels_dir(), "**", f"*tile_entry_{np.dtype(dtype).name}_{SOURCE_TAG}*.nbi")
+    """Whether the kernel cache holds an index of the blocked tile entry of ``dtype`` (a
+    guess: the entry may still be missing for this CPU, then it is compiled as always)."""
+    pattern = os.path.join(kernels_dir(), "**", f"*{_entry_name(dtype, 'block')}*.nbi")
     return bool(glob.glob(pattern, recursive=True))
 
 
-def _table(dtype: np.dtype, exact: bool) -> np.ndarray:
-    pending = PENDING.get((dtype, exact))
-    if pending is not None and time.monotonic() - pending[1] >= WAIT_AFTER:
-        pending[0].wait(300)        # (a helper that hangs: then this process compiles it)
-    entry = cfunc(_entry_signature(numba.from_dtype(dtype)), cache=True, nogil=True,
-                  error_model="numpy")(
-        rebind(_tile_entry, f"tile_entry_{dtype.name}_{SOURCE_TAG}", {}))
-    _ENTRIES.append(entry)
-    return np.append(micro_ir.kernels(dtype, exact), np.int64(entry.address))
+def _table(dtype: np.dtype, exact: bool, path: str) -> np.ndarray:
+    return np.append(micro_ir.kernels(dtype, exact), np.int64(_entry(dtype, exact, path)))
 
 
+def _entry(dtype: np.dtype, exact: bool, path: str) -> int:
+    """The address of the tile entry of ``path`` for ``dtype`` (both modes: ``exact`` is an
+    argument of its calls), compiled or loaded once per process."""
+    with _ENTRY_LOCK:
+        address = _ADDRESSES.get((dtype, path))
+        if address is not None:
+            return address
+        pending = PENDING.get((dtype, exact))
+        if path == "block" and pending is not None and \
+                time.monotonic() - pending[1] >= WAIT_AFTER:
+            pending[0].wait(300)    # (a helper that hangs: then this process compiles it)
+        entry = cfunc(_entry_signature(numba.from_dtype(dtype)), cache=True, nogil=True,
+                      error_model="numpy")(
+            rebind(_tile_entry, _entry_name(dtype, path), {"TILE_PRODUCT": _INLINED[path]}))
+        _ENTRIES.append(entry)
+        address = _ADDRESSES[dtype, path] = int(entry.address)
+        return address
+
+
+_ADDRESSES: dict = {}
+_ENTRY_LOCK = threading.RLock()
 _ENTRIES: list = []         # the compiled entries, kept alive
 
 

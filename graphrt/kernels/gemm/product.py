@@ -403,7 +403,9 @@ def _plan_tiles(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=Tru
     call.alpha, call.beta = dt.type(alpha), dt.type(beta)
     call.unit = np.array([1, 0], dtype=dt)
     call.btab = microkernel.NO_TABLE if btab is None else np.asarray(btab, dtype=np.int64)
-    call.kt = microkernel.kernels(dt, exact) if own else call.btab
+    few = microkernel.few_rows_only(min(m, mb), int(g[_T_B_SK]), int(g[_T_B_SJ]),
+                                    call.btab.size > 0, bool(panels))
+    call.kt = microkernel.kernels(dt, exact, few) if own else call.btab
     return call
 
 

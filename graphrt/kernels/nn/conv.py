@@ -466,7 +466,8 @@ class Conv(GroupedConv):
             fn, args = p.tiles
             cols = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, args[3] * args[4]))
             fn(x, w, y, p.geo, *args, cols, microkernel.work_for(p.wdt),
-               microkernel.kernels(p.wdt, False))
+               microkernel.kernels(p.wdt, False, microkernel.few_rows_only(
+                   min(args[2], args[4]), args[3], 1, False, False)))
             _finish(ctx.exact, p, y, b, p.n)
             narrow(ctx.flat_out[0], y)
             return

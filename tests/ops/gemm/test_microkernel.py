@@ -189,3 +189,34 @@ def test_exact_arithmetic_gives_the_blocked_kernels_bits(m, k, n, dt, monkeypatc
     assert product(a, b, exact=True).tobytes() == want.tobytes()
     assert product(a, np.ascontiguousarray(b.T), transposed_b=True,
                    exact=True).tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("weights", ["constant", "input", "transposed"])
+def test_few_rows_entry_gives_the_blocked_entrys_bits(weights, mode):
+    """A product whose tiles all have fewer than FEW_ROWS rows runs on the tile entry of the
+    few-rows paths, a larger one on the entry of the blocked path (microkernel.kernels, one
+    compile each): a row's bits are the same on both."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((9, 70)).astype(np.float32)
+    b = rng.standard_normal((40, 70) if weights == "transposed" else (70, 40)).astype(np.float32)
+    node = helper.make_node("Gemm", ["A", "B"], ["Y"], transB=int(weights == "transposed"))
+    inputs = [helper.make_tensor_value_info("A", TensorProto.FLOAT, ["m", 70])]
+    inits = []
+    if weights == "constant":
+        inits.append(numpy_helper.from_array(b, "B"))
+    else:
+        inputs.append(helper.make_tensor_value_info("B", TensorProto.FLOAT, b.shape))
+    graph = helper.make_graph([node], "g", inputs,
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = graphrt.Session(model, graphrt.SessionOptions(mode=mode))
+    feeds = {} if weights == "constant" else {"B": b}
+    full = sess.run(None, dict(feeds, A=a))[0]
+    for rows in (1, 2, 3):
+        few = sess.run(None, dict(feeds, A=a[:rows]))[0]
+        assert few.tobytes() == full[:rows].tobytes()
+    want = a.astype(np.float64) @ (b.T if weights == "transposed" else b).astype(np.float64)
+    np.testing.assert_allclose(full, want, rtol=1e-5, atol=1e-4)

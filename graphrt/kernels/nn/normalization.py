@@ -31,7 +31,7 @@ from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.broadcast import PARALLEL_MIN
 from ..core.floats import F32, FLOATS, compute_dtype, run_wide, wide_calls
 from ..core.jit import Variants
-from ..core.pointwise import scale_shift_relu
+from ..core.pointwise import relu_float, scale_shift_relu
 from ..core.summation import DEVIATION_MAGNITUDES, DEVIATION_SQUARES, VALUES
 from ..elementwise.arithmetic import Add, Div, Mul, Sub
 from ..reduce.reduce import offset_of, split_axes
@@ -201,6 +201,46 @@ def _affine_row_in(ys, mu, inv, scale, bias, exact):
         ys[k] = np.nan if exact and v != v else v
 
 
+def _planes(x, scale, bias, mean, var, y, channels, size, prm, tasks):
+    """BatchNormalization in inference (and with absorbed stages: p.folded) over planes of
+    ``size`` contiguous elements, plane t of channel t % channels: the general walk's
+    operations for its GIVEN mode (inv = 1 / sqrt(var + epsilon), then each element as
+    _plane), one task per plane instead of per channel, the same bits."""
+    eps = prm[_EPS]
+    one = prm[_ONE]
+    for t in prange(tasks):
+        s = np.int64(t)
+        ch = s % channels
+        inv = one / np.sqrt(var[ch] + eps)
+        off = s * size
+        if IN_PLACE:
+            _plane_in(y[off:off + size], mean[ch], inv, scale[ch], bias[ch], EXACT, RELU)
+        else:
+            _plane(x[off:off + size], y[off:off + size], mean[ch], inv, scale[ch], bias[ch],
+                   EXACT, RELU)
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=False, no_cpython_wrapper=True)
+def _plane(xs, ys, mu, inv, sc, bi, exact, relu):
+    """ys = ((xs - mu) * inv) * sc + bi, then Relu's function (relu), NaN canonical when
+    exact; without fast-math in both modes (as _affine_run)."""
+    for k in range(ys.size):
+        v = ((xs[k] - mu) * inv) * sc + bi
+        if relu:
+            v = relu_float(v)
+        ys[k] = np.nan if exact and v != v else v
+
+
+@njit(cache=True, nogil=True, error_model="numpy", fastmath=False, no_cpython_wrapper=True)
+def _plane_in(ys, mu, inv, sc, bi, exact, relu):
+    """_plane with ys over xs: one array in the loop, which LLVM vectorises."""
+    for k in range(ys.size):
+        v = ((ys[k] - mu) * inv) * sc + bi
+        if relu:
+            v = relu_float(v)
+        ys[k] = np.nan if exact and v != v else v
+
+
 IN_PLACE = False
 _RUN, _RUN_DEV_SQ = VALUES.run, DEVIATION_SQUARES.run
 # (the form for separate buffers, the form for y over x)
@@ -211,8 +251,11 @@ _RMS_ROWS = tuple(Variants(_rows, "norm_rms_rows" + tag, parallel=True, MODE=RMS
 _LAYER = Variants(_normalize, "norm_layer", parallel=True, MODE=LAYER, AFFINE=_affine_run)
 _RMS = Variants(_normalize, "norm_rms", parallel=True, MODE=RMS, AFFINE=_affine_run)
 _GIVEN = Variants(_normalize, "norm_given", parallel=True, MODE=GIVEN, AFFINE=_affine_run)
-_GIVEN_RELU = Variants(_normalize, "norm_given_relu", parallel=True, MODE=GIVEN,
-                       AFFINE=_affine_run, RELU=True)
+# by Relu absorbed: (the form for separate buffers, the form for y over x)
+_GIVEN_PLANES = {relu: tuple(Variants(_planes, f"norm_given_planes{'_relu' * relu}{tag}",
+                                      parallel=True, IN_PLACE=inp, RELU=relu)
+                             for tag, inp in (("", False), ("_in", True)))
+                 for relu in (False, True)}
 _MVN = Variants(_normalize, "norm_mvn", parallel=True, MODE=MVN)
 _LP = {1: Variants(_normalize, "norm_lp1", parallel=True, MODE=LP1),
        2: Variants(_normalize, "norm_lp2", parallel=True, MODE=LP2)}
@@ -225,7 +268,8 @@ def _arr(*v):
 class _Prepared:
     __slots__ = ("fn", "cdt", "walk", "count", "cw", "prm", "scale", "bias", "mean", "var",
                  "stats", "stat_dt", "sets", "param_shape", "no_param", "no_stat", "exact",
-                 "parallel", "narrow", "consts", "folded", "rows", "ones", "neg_zeros")
+                 "parallel", "narrow", "consts", "folded", "rows", "ones", "neg_zeros",
+                 "planes")
 
 
 class _Norm(OpKernel):
@@ -271,6 +315,7 @@ class _Norm(OpKernel):
         p.exact, p.parallel, p.narrow = ctx.exact, parallel, ctx.dtype(0) != cdt
         p.consts = None
         p.folded = None
+        p.planes = None
         ctx.prepared = p
 
     def _calls(self, ctx: RunContext, ins, outs, take):
@@ -279,7 +324,7 @@ class _Norm(OpKernel):
         node does not output (None when the caller has none: then the result is None)."""
         p = ctx.prepared
         kshape, kstride, rshape, rstride = p.walk
-        if p.folded is not None:        # BatchNormalization with absorbed stages
+        if p.folded is not None and p.planes is None:   # with absorbed stages
             scale, bias, mean, var, prm = p.folded[:5]
             return [(p.fn, (ins[0], scale, bias, mean, var, outs[0], p.no_stat, p.no_stat,
                             kshape, kstride, rshape, rstride, p.count, p.cw, prm, True, True,
@@ -303,6 +348,18 @@ class _Norm(OpKernel):
             o = outs[i] if i < len(outs) else None
             return o if o is not None else take(p.stat_dt, (p.sets,))
 
+        if p.planes is not None:        # BatchNormalization in inference
+            channels, size, forms = p.planes
+            if p.folded is not None:
+                scale, bias, mean, var, prm = p.folded[:5]
+            else:
+                scale, bias, mean, var = (param(i) for i in (p.scale, p.bias, p.mean, p.var))
+                prm = p.prm
+            if any(a is None for a in (scale, bias, mean, var)):
+                return None
+            fn = forms[1] if np.may_share_memory(ins[0], outs[0]) else forms[0]
+            return [(fn, (ins[0], scale, bias, mean, var, outs[0], channels, size, prm,
+                          p.count // max(1, size) * channels))]
         if p.rows:
             scale = p.ones if p.scale is None else param(p.scale, p.param_shape)
             bias = p.neg_zeros if p.bias is None else param(p.bias, p.param_shape)
@@ -447,6 +504,10 @@ class BatchNormalization(_Norm):
                           stat_dt=compute_dtype(ctx.dtype(3)), momentum=self.momentum)
         else:
             self._prepare(ctx, _GIVEN, walk, count, (sets, 1, 0, 0))
+            if self.spatial:
+                p = ctx.prepared
+                p.planes = (c, spatial, tuple(v.get(p.exact, p.parallel)
+                                              for v in _GIVEN_PLANES[False]))
             vals = [ctx.value(i) for i in (1, 2, 3, 4)]
             if self.spatial and all(v is not None for v in vals):
                 ctx.prepared.consts = vals
@@ -484,7 +545,8 @@ class BatchNormalization(_Norm):
         p = prepared
         if self.training or not self.spatial or p.narrow or p.scale is None or p.bias is None:
             return False
-        p.fn = _GIVEN_RELU.get(p.exact, p.parallel)
+        p.planes = p.planes[:2] + (tuple(v.get(p.exact, p.parallel)
+                                         for v in _GIVEN_PLANES[True]),)
         return True
 
 

@@ -301,3 +301,34 @@ def test_contiguous_rows_kernel_gives_the_general_walks_bits(cols, exact):
                            np.array([1, 0, cols, 1]), prm, scaled, shifted, stats, rows)
         for g, w in zip(got, want) if stats else zip(got[:1], want[:1]):
             assert g.tobytes() == w.tobytes(), (lean[in_place].name, stats, scaled, shifted)
+
+
+@pytest.mark.parametrize("shape", [(2, 3, 5, 7), (1, 16, 64), (3, 4, 1)])
+@pytest.mark.parametrize("exact", [False, True])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_batch_normalization_planes_give_the_general_walks_bits(shape, exact, parallel):
+    """BatchNormalization in inference takes its own kernel over (image, channel) planes
+    (normalization._planes); it gives the bits of the general walk (_normalize, GIVEN)
+    in both modes, serial and parallel, into another buffer and in place, and with an
+    absorbed Relu the bits of the walk followed by Relu."""
+    from graphrt.kernels.core.pointwise import relu_float
+    from graphrt.kernels.nn import normalization as nz
+    n, c = shape[:2]
+    spatial = int(np.prod(shape[2:]))
+    x, scale, bias, mean, var = bn_inputs(shape)
+    x = x.reshape(-1)
+    x[::13] = np.float32(1e4)
+    x[1::11] = np.nan
+    prm = np.array([1e-3, 1, 0, n * spatial, 0, 1], np.float32)
+    none = np.empty(0, np.float32)
+    walk = (np.array([c]), np.array([spatial]), np.array([n, spatial]), np.array([c * spatial, 1]))
+    want = np.empty_like(x)
+    nz._GIVEN.get(exact, parallel)(x, scale, bias, mean, var, want, none, none, *walk,
+                                   n * spatial, np.array([c, 1, 0, 0]), prm, True, True,
+                                   nz.NO_STATS, c)
+    for relu, in_place in itertools.product((False, True), (False, True)):
+        got = x.copy() if in_place else np.empty_like(x)
+        nz._GIVEN_PLANES[relu][in_place].get(exact, parallel)(
+            got if in_place else x, scale, bias, mean, var, got, c, spatial, prm, n * c)
+        expected = np.array([relu_float(v) for v in want], np.float32) if relu else want
+        assert got.tobytes() == expected.tobytes(), (relu, in_place)

@@ -34,8 +34,8 @@ from ..gemm import microkernel
 from ..gemm.product import PARALLEL_WORK, Product
 from .normalization import channel_affine
 from .window import (C, D, DD, DH, DW, H, KD, KH, KW, OD, OH, OW, PD, PH, PW, SD, SH, SW, W,
-                     Window, ceil_div, check_float, check_rank, geometry, phase_layout, phase_rows,
-                     phase_taps, phase_work, split_phases, tap_of)
+                     Window, ceil_div, check_float, check_rank, geometry, layout_of, phase_layout,
+                     phase_rows, phase_taps, phase_work, split_phases, tap_of, taps_of)
 
 EXACT = False
 BIAS = True
@@ -152,7 +152,7 @@ def _depthwise(x, w, y, g, planes, mg, kk, rows, work):
     od_, oh_, ow_ = g[OD], g[OH], g[OW]
     dp, hq, wq, nph, n = phase_layout(g)
     size = dp * nph * hq * wq
-    taps = phase_taps(g)
+    taps = phase_taps(g, (dp, hq, wq, nph, n))
     m_all = g[C] * mg
     p_ = od_ * oh_ * ow_
     for t in prange(planes):
@@ -309,7 +309,7 @@ def _finish(exact, p, y, b, images, grid=None):
         return
     src, ow_, wq, sp = y, p.out_size, p.out_size, 0
     if grid is not None:
-        src, ow_, wq, sp = grid, int(p.geo[OW]), int(phase_layout(p.geo)[2]), p.grid
+        src, ow_, wq, sp = grid, int(p.geo[OW]), layout_of(p.geo)[2], p.grid
     elif b is None and not p.relu and p.affine is None:
         return
     big = y.size >= PARALLEL_MIN
@@ -333,7 +333,7 @@ def _implicit(p, g, k, exact):
     matrix is made; the same chains, k ascending, as the product over im2col's matrix, so the
     same bits. Two-dimensional windows only (one output depth)."""
     ps, taps = p.phases[:2]
-    n_grid = int(phase_layout(p.geo)[4])
+    n_grid = layout_of(p.geo)[4]
     cg, mg = p.c // g, p.m // g
     rows = np.arange(cg * k, dtype=np.int64)
     tab = rows // k * ps + taps[rows % k]
@@ -437,7 +437,7 @@ class Conv(GroupedConv):
         # the stride-phase planes (split_phases): a plane's size, where each tap starts, the
         # per-thread scratch of the depthwise kernel and the copies that make a plane
         work = phase_work(p.geo)
-        p.phases = (work - int(phase_layout(p.geo)[4]), phase_taps(p.geo), work,
+        p.phases = (work - layout_of(p.geo)[4], taps_of(p.geo), work,
                     phase_rows(p.geo))
         if DEPTHWISE_ROWS and cg == 1 and g > 1 and p.gemm.tiles is not None \
                 and p.gemm.tiles.own \

@@ -41,7 +41,8 @@ from ..core.runs import copy_run
 from ..core.words import numeric_word
 from ..reduce.reduce import ReduceMean
 from .window import (D, DD, DH, DW, H, OD, OH, OW, PD, PH, PW, SD, SH, SW, W, Axes, Window,
-                     check_rank, copy_phases, geometry, phase_layout, phase_rows, phase_taps)
+                     check_rank, copy_phases, geometry, layout_of, phase_layout, phase_rows,
+                     taps_of)
 
 EXACT = False
 KIND = 0
@@ -221,10 +222,10 @@ GROUP_ELEMENTS = 2048       # a group's split planes (and its accumulators) stay
 def _plane_plan(geo, lim, planes, count_include_pad, dtype):
     """The group size, copies, tap offsets, divisors and per-thread scratch of _pool_plane
     for a plan."""
-    dp, hq, wq, nph, n = (int(v) for v in phase_layout(geo))
+    dp, hq, wq, nph, n = layout_of(geo)
     pq = hq * wq
     group = max(1, min(planes, GROUP_ELEMENTS // max(1, nph * pq)))
-    t = phase_taps(geo)
+    t = taps_of(geo)
     taps = t // pq * (group * pq) + t % pq
     oh_, ow_ = int(geo[OH]), int(geo[OW])
     lim = lim.reshape(-1, 3)[1:]            # (the one output depth's row first)

@@ -179,11 +179,11 @@ def phase_layout(g):
 
 
 @njit(cache=True, nogil=True, error_model="numpy")
-def phase_taps(g):
+def phase_taps(g, layout):
     """Where each window tap (kd, kh, kw), in row-major order, starts in split_phases'
     buffer for output (od, oh, ow) = (0, 0, 0); output (od, oh, ow) adds
-    od * sd * nph * hq * wq + oh * wq + ow."""
-    dp, hq, wq, nph, n = phase_layout(g)
+    od * sd * nph * hq * wq + oh * wq + ow. ``layout``: phase_layout(g)."""
+    dp, hq, wq, nph, n = layout
     kd_, kh_, kw_ = g[KD], g[KH], g[KW]
     sh, sw = g[SH], g[SW]
     out = np.empty(kd_ * kh_ * kw_, dtype=np.int64)
@@ -197,10 +197,22 @@ def phase_taps(g):
     return out
 
 
+def layout_of(g) -> tuple:
+    """phase_layout when a plan is made, as Python ints: run as Python, so that a model
+    compiles it only where a kernel calls it."""
+    return tuple(int(v) for v in phase_layout.py_func(g))
+
+
+def taps_of(g) -> np.ndarray:
+    """phase_taps when a plan is made, run as Python (compiled, it cost about 0.4 s for a
+    few dozen integers)."""
+    return phase_taps.py_func(g, layout_of(g))
+
+
 def phase_work(g) -> int:
     """Elements of per-thread scratch a plane needs: its phases, then the output grid."""
-    dp, hq, wq, nph, n = phase_layout(g)
-    return int(dp * nph * hq * wq + n)
+    dp, hq, wq, nph, n = layout_of(g)
+    return dp * nph * hq * wq + n
 
 
 def phase_rows(g, pstride=None) -> np.ndarray:
@@ -214,7 +226,7 @@ def phase_rows(g, pstride=None) -> np.ndarray:
     d_, h_, w_ = (int(v) for v in g[D:W + 1])
     sh, sw = int(g[SH]), int(g[SW])
     pd, ph, pw = (int(v) for v in g[PD:PW + 1])
-    dp, hq, wq, nph, _ = (int(v) for v in phase_layout(g))
+    dp, hq, wq, nph, _ = layout_of(g)
     pstride = hq * wq if pstride is None else pstride
     rows = []
     for dpi in range(dp):

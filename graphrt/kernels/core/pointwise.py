@@ -69,9 +69,26 @@ def _binary_in(a, b, out, shape, sa, sb, block, tasks):
             put(out, base + j, OP(out[base + j], b[ob + j * ib]), EXACT)
 
 
+def _binary_tiny(a, b, out, shape, sa, sb, block, tasks):
+    """The general walk as one plain loop, serial, for tiny operands: element k's index
+    from ``shape``, its operands' offsets from their strides."""
+    r = shape.size
+    for k in range(out.size):
+        q = k
+        oa = 0
+        ob = 0
+        for d in range(r - 1, -1, -1):
+            e = shape[d]
+            i = q % e
+            q = q // e
+            oa += i * sa[d]
+            ob += i * sb[d]
+        put(out, k, OP(a[oa], b[ob]), EXACT)
+
+
 # Inputs of at most SMALL elements of integer or boolean type (shape arithmetic, mostly
-# folded when a session is made) take the general path, serial, whatever their layout: one
-# function per operation and type instead of one per path.
+# folded when a session is made) take the tiny path whatever their layout: one function per
+# operation and type instead of one per path, compiled in about half the general path's time.
 SMALL = 64
 
 
@@ -140,7 +157,8 @@ def pick(forms, path: str, exact: bool, parallel: bool) -> tuple:
 
 def binary_variants(op, name: str) -> Forms:
     return Forms(name, "general",
-                 {"general": (_binary, {}), "rows": (_binary, dict(IA=1, IB=1)),
+                 {"general": (_binary, {}), "tiny": (_binary_tiny, {}),
+                  "rows": (_binary, dict(IA=1, IB=1)),
                   "b_fixed": (_binary, dict(IA=1, IB=0)), "a_fixed": (_binary, dict(IA=0, IB=1)),
                   "rows_in": (_binary_in, dict(IB=1)), "b_fixed_in": (_binary_in, dict(IB=0))},
                  {"rows": "rows_in", "b_fixed": "b_fixed_in"}, OP=op)
@@ -150,7 +168,7 @@ def binary_path(walk: Walk, small: bool) -> str:
     """The template a binary kernel takes over ``walk``."""
     ia, ib = walk.strides[0][-1], walk.strides[1][-1]
     if small:
-        return "general"
+        return "tiny"
     if ia == 1:
         return "rows" if ib == 1 else "b_fixed" if ib == 0 else "general"
     return "a_fixed" if ia == 0 and ib == 1 else "general"

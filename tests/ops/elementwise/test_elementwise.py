@@ -490,3 +490,17 @@ def test_bfloat16_and_float8_go_through_float32():
     f8 = np.array([1.0, np.nan, -2.0], ml_dtypes.float8_e4m3fn)
     np.testing.assert_array_equal(ours("IsNaN", [f8], opset=20, outs=[np.bool_]),
                                   [False, True, False])
+
+
+@pytest.mark.parametrize("shapes", [((2, 3), (3,)), ((4, 1, 2), (1, 3, 1)), ((), (5,)),
+                                    ((3, 1), (3, 4)), ((2, 0), (1,))])
+@pytest.mark.parametrize("op,fn", [("Mul", np.multiply), ("Sub", np.subtract),
+                                   ("Equal", np.equal), ("Greater", np.greater)])
+def test_tiny_integer_operands_broadcast(shapes, op, fn):
+    """Integer operands of at most pointwise.SMALL elements (shape arithmetic) take the tiny
+    path, one plain loop whatever the layout: numpy's results for every broadcast."""
+    rng = np.random.default_rng(len(shapes[0]))
+    a, b = (rng.integers(-50, 50, s).astype(np.int64) for s in shapes)
+    got = ours(op, [a, b])
+    np.testing.assert_array_equal(got, fn(a, b))
+    assert got.dtype == fn(a, b).dtype and got.shape == fn(a, b).shape

@@ -117,7 +117,9 @@ def _act_exact(code, alpha, beta, x):
 def _apply(code, alpha, beta, clip, a, lo, hi):
     """a[lo:hi] = f(clip(a[lo:hi])) for the activation of ``code``: one loop per activation,
     so that tanh and the logistic function (the defaults) vectorise in fast mode (TANH and
-    SIGMOID: vecmath's there, exactmath's in exact mode)."""
+    SIGMOID: vecmath's there, exactmath's in exact mode). The other activations (ACT) only
+    where GENERIC (bound per form, chosen by the node's activations): compiled, they cost
+    about a third of a second that models with the defaults need not pay."""
     v = a[lo:hi]
     if clip > 0:
         for j in range(v.size):
@@ -129,9 +131,13 @@ def _apply(code, alpha, beta, clip, a, lo, hi):
     elif code == 2:
         for j in range(v.size):
             v[j] = SIGMOID(v[j])
-    else:
+    elif GENERIC:
         for j in range(v.size):
             v[j] = ACT(code, alpha, beta, v[j])
+
+
+GENERIC = True
+DEFAULT_CODES = (1, 2)      # tanh and the logistic function: _apply's loops of their own
 
 
 def _matvec(x, xo, n, w, wo, ld, cols, out, oo):
@@ -234,7 +240,9 @@ def _steps(x, wt, xw, rt, hr, hn, b, p, lens, y, h, c, rh, geo, s0, s1, phase, c
                     for j in range(hs):
                         hr[go + hs + j] = hr[go + hs + j] + p[po + hs + j] * c[so + j]
                 _apply(f1, a1, b1, clip, hr, go + hs, go + 2 * hs)
-                _apply(f3, a3, b3, 0.0, hr, go + 3 * hs, go + g)
+                # (clip - clip: 0 in clip's type, not a second specialisation of _apply; NaN
+                # for an infinite clip, which clips nothing either)
+                _apply(f3, a3, b3, clip - clip, hr, go + 3 * hs, go + g)
                 for j in range(hs):
                     h[so + j] = hr[go + hs + j] * hr[go + 3 * hs + j]
             if has_y:
@@ -244,18 +252,23 @@ def _steps(x, wt, xw, rt, hr, hn, b, p, lens, y, h, c, rh, geo, s0, s1, phase, c
 
 
 _MATVEC = Variants(_matvec, "rnn_matvec")
-_APPLY = exactmath.FastExact(
-    Variants(_apply, "rnn_apply", ACT=_act, TANH=vecmath.vtanh, SIGMOID=vecmath.vsigmoid),
-    Variants(_apply, "rnn_apply_exact", ACT=_act_exact, TANH=exactmath.tanh,
-             SIGMOID=exactmath.sigmoid))
+# by GENERIC (the node has an activation other than DEFAULT_CODES)
+_APPLY = {generic: exactmath.FastExact(
+    Variants(_apply, "rnn_apply" + suffix, ACT=_act, TANH=vecmath.vtanh,
+             SIGMOID=vecmath.vsigmoid, GENERIC=generic),
+    Variants(_apply, "rnn_apply_exact" + suffix, ACT=_act_exact, TANH=exactmath.tanh,
+             SIGMOID=exactmath.sigmoid, GENERIC=generic))
+    for generic, suffix in ((False, ""), (True, "_generic"))}
 
 
-def _variants(name: str, gates: int):
-    return exactmath.FastExact(
-        Variants(_steps, name, parallel=True, GATES=gates, _matvec=_MATVEC.get(False),
-                 _apply=_APPLY.get(False)),
-        Variants(_steps, name + "_exact", parallel=True, GATES=gates, _matvec=_MATVEC.get(True),
-                 _apply=_APPLY.get(True)))
+def _variants(name: str, gates: int) -> dict:
+    """The step kernels of one recurrence, by GENERIC."""
+    return {generic: exactmath.FastExact(
+        Variants(_steps, name + suffix, parallel=True, GATES=gates, _matvec=_MATVEC.get(False),
+                 _apply=_APPLY[generic].get(False)),
+        Variants(_steps, name + "_exact" + suffix, parallel=True, GATES=gates,
+                 _matvec=_MATVEC.get(True), _apply=_APPLY[generic].get(True)))
+        for generic, suffix in ((False, ""), (True, "_generic"))}
 
 
 _RNN = _variants("rnn_step", 1)
@@ -365,7 +378,8 @@ class _Recurrent(OpKernel):
         fused = batch <= FUSED_BATCH or hs * gh <= FUSED_WEIGHTS
         parallel = tasks > 1 and (seq * gh * hs >= FUSED_PARALLEL if fused
                                   else tasks * gh >= STEP_PARALLEL >> 6)
-        fn = self.VARIANTS.get(ctx.exact, parallel)
+        generic = any(int(c) not in DEFAULT_CODES for c in self.codes)
+        fn = self.VARIANTS[generic].get(ctx.exact, parallel)
         r = ctx.value(2)        # R^T once per plan when R is a constant
         rt = None if r is None else \
             np.ascontiguousarray(r.transpose(0, 2, 1), dtype=work).reshape(-1)

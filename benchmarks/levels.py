@@ -13,17 +13,16 @@ import time
 
 import graphrt
 
-from .run import OnnxRuntime, all_cases, cpu_model
+from .run import OnnxRuntime, all_cases, cpu_model, settled
 
 DEFAULT = ("resnet50", "inception_v1", "squeezenet", "bert-b1", "gpt-block")
 LEVELS = ("none", "basic", "all")
 
 
-def median_ms(fn, runs: int, settle=None) -> float:
+def median_ms(fn, runs: int, session=None) -> float:
     fn()                                    # warm: plan made, kernels compiled
-    if settle is not None:                  # graphrt: its jitted schedule compiled too
-        fn()
-        settle()
+    if session is not None:                 # graphrt: its background compiles done too
+        settled(session, fn)
     times = []
     for _ in range(runs):
         t0 = time.perf_counter()
@@ -51,8 +50,7 @@ def main(argv=None) -> int:
         for level in LEVELS:
             sess = graphrt.Session(data, graphrt.SessionOptions(intra_op_threads=args.threads,
                                                                 optimization_level=level))
-            row.append(median_ms(lambda: sess.run(None, feeds), args.runs,
-                                 lambda: sess.wait_for_schedules(600)))
+            row.append(median_ms(lambda: sess.run(None, feeds), args.runs, sess))
             counts = {k: v for k, v in sess.pass_counts.items() if v}
         ort = OnnxRuntime(data, args.threads)
         ort_ms = median_ms(lambda: ort.run(feeds), args.runs)

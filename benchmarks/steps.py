@@ -20,6 +20,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 import graphrt
 
+from .run import settled
+
 SHAPE = [4, 4]
 
 
@@ -87,9 +89,7 @@ def main(argv=None) -> int:
     for kind in args.kinds:
         data = model(kind, args.steps)
         g = graphrt.Session(data, graphrt.SessionOptions(intra_op_threads=args.threads))
-        for _ in range(3):
-            g.run(None, {"x": x})
-        g.wait_for_schedules(600)
+        settled(g, lambda: g.run(None, {"x": x}))
         so = ort.SessionOptions()
         so.intra_op_num_threads, so.inter_op_num_threads = args.threads, 1
         o = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])

@@ -86,8 +86,9 @@ class Session:
 
     def wait_for_schedules(self, timeout: float | None = None) -> bool:
         """Wait until no cached plan is still compiling its jitted schedule (a plan starts on
-        its second run, in the background; docs/architecture.md). True when none is left
-        compiling, False when ``timeout`` seconds passed first."""
+        its second run, in the background; docs/architecture.md) or, after a cold first
+        run, the parallel kernels its next plan takes (plan/warm.py). True when none is
+        left compiling, False when ``timeout`` seconds passed first."""
         return self._plans.wait_for_schedules(timeout)
 
     # -- running -----------------------------------------------------------------------

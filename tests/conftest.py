@@ -1,3 +1,11 @@
+import os
+
+# Tests ask for kernels at the thread counts they name; a cold first run's serial kernels
+# (plan/warm.py) would stand in for the parallel ones they mean to check. That policy has
+# tests of its own (tests/test_serial_first.py), which turn it on.
+os.environ.setdefault("GRAPHRT_SERIAL_FIRST", "0")
+
+
 def pytest_runtest_logreport(report):
     """Collects the backend cases' results (tests/test_onnx_backend.py) from the reports,
     which reach this process whether the case ran here or in a pytest-xdist worker."""

@@ -24,7 +24,7 @@ import time
 import numpy as np
 
 from ..run import (OrtRunner, PeakMemory, RunRow, cpu_model, fmt, geomean, load, markdown,
-                   progress, publish, start_runs, tail_cells)
+                   progress, publish, settled, start_runs, tail_cells)
 from . import make
 
 BLOCKS = 3
@@ -38,8 +38,8 @@ class _GraphRT:
     def run(self, feeds):
         return self.model.session.run(None, feeds)
 
-    def settle(self):
-        self.model.session.wait_for_schedules(600)
+    def settle(self, feeds):
+        settled(self.model.session, lambda: self.run(feeds))
 
 
 def measure(name, threads, budget, mem) -> dict:

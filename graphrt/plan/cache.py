@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Callable
 
 
 from .. import packed
-from ..threads import PLAN_THREADS, thread_count_calls
-from . import jitsched
+from ..kernels.core import jit
+from ..threads import PLAN_THREADS, serial_planning, thread_count_calls
+from . import jitsched, warm
 from .build import ExecutionPlan, build_plan
 from .execute import execute, release_dynamic
 from .state import DEFAULT_ARENA_LIMIT, RunState, StatePool
@@ -29,10 +30,12 @@ if TYPE_CHECKING:
 
 
 class PlanEntry:
-    __slots__ = ("plan", "pool", "_refs", "_lock")
+    __slots__ = ("plan", "pool", "_refs", "_lock", "provisional")
 
-    def __init__(self, plan: ExecutionPlan, poison: bool, arena_limit: int):
+    def __init__(self, plan: ExecutionPlan, poison: bool, arena_limit: int,
+                 provisional: warm.Provisional | None = None):
         self.plan = plan
+        self.provisional = provisional      # plan/warm.py: serial kernels until warmed
         self.pool = StatePool(plan, poison, arena_limit)
         self._refs = 1                      # the cache's own reference
         self._lock = threading.Lock()
@@ -76,12 +79,15 @@ class PlanCache:
         key = (signature, keep)
         while True:
             entry = self._find(key, self._entries)
+            if entry is not None and entry.provisional is not None and \
+                    entry.provisional.done.is_set() and warm.CURRENT.get() is None:
+                self._drop(key, entry)      # its parallel kernels are compiled: plan again
+                entry = None
             if entry is None:
                 with self._lock:
                     entry = self._find(key, self._entries)
                     if entry is None:
-                        entry = PlanEntry(build_plan(self.graph, signature, self.early_free, keep),
-                                          self.poison, self.arena_limit)
+                        entry = self._build(signature, keep)
                         self.builds += 1
                         kept = self._entries + ((key, entry),)
                         while len(kept) > self.capacity:
@@ -90,6 +96,40 @@ class PlanCache:
                         self._entries = kept
             if entry.acquire():
                 return entry
+
+    def _build(self, signature: tuple, keep: tuple) -> PlanEntry:
+        """A new entry: a provisional plan of serial kernels where the cache lacks the
+        parallel ones this plan asks for (plan/warm.py), else the plan."""
+        def build():
+            return build_plan(self.graph, signature, self.early_free, keep)
+
+        current = warm.CURRENT.get()
+        if current is not None:         # a body planned in a provisional run: serial with it
+            return self._entry(build(), current)
+        if serial_planning() or not warm.enabled():
+            return self._entry(build(), None)
+        asked: set = set()
+        token = jit.ASKED.set(asked)
+        try:
+            plan = build()
+        finally:
+            jit.ASKED.reset(token)
+        if not asked or warm.all_cached(asked):
+            return self._entry(plan, None)
+        provisional = warm.Provisional(asked)
+        with provisional.serial():
+            return self._entry(build(), provisional)
+
+    def _entry(self, plan: ExecutionPlan, provisional) -> PlanEntry:
+        plan.provisional = provisional is not None
+        return PlanEntry(plan, self.poison, self.arena_limit, provisional)
+
+    def _drop(self, key, entry: PlanEntry) -> None:
+        with self._lock:
+            if self._find(key, self._entries) is not entry:
+                return
+            self._entries = tuple(e for e in self._entries if e[1] is not entry)
+        entry.release()
 
     def run(self, arrays: list, deliver: Callable, *, keep: tuple = (), cancel=None,
             precheck: Callable | None = None, profile=None, threads: int | None = None):
@@ -109,6 +149,17 @@ class PlanCache:
 
     def _run(self, arrays, deliver, keep, cancel, precheck, profile, threads):
         entry = self.acquire(signature(arrays), keep)
+        provisional = entry.provisional
+        if provisional is None:
+            return self._run_entry(entry, arrays, deliver, cancel, precheck, profile, threads)
+        try:
+            with provisional.serial():
+                return self._run_entry(entry, arrays, deliver, cancel, precheck, profile,
+                                       threads)
+        finally:
+            provisional.start()
+
+    def _run_entry(self, entry, arrays, deliver, cancel, precheck, profile, threads):
         try:
             plan = entry.plan
             if precheck is not None:
@@ -139,10 +190,15 @@ class PlanCache:
         return HeldRuns(self, keep)
 
     def wait_for_schedules(self, timeout: float | None = None) -> bool:
-        """Wait until no cached plan is still compiling its jitted schedule; False when
-        ``timeout`` seconds passed first."""
+        """Wait until no cached plan is still compiling its jitted schedule, or the
+        parallel kernels of a provisional plan that has run (plan/warm.py: the next run
+        plans with them); False when ``timeout`` seconds passed first."""
         end = None if timeout is None else time.monotonic() + timeout
         for _key, entry in self._entries:
+            p = entry.provisional
+            if p is not None and p.started and \
+                    not p.done.wait(None if end is None else max(0.0, end - time.monotonic())):
+                return False
             if not jitsched.wait(entry.plan, None if end is None else end - time.monotonic()):
                 return False
         return True

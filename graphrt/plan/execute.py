@@ -78,7 +78,7 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
         if poison:
             _poison(slab, plan.freed_after[i + 1])
     plan.runs += 1
-    if plan.runs <= 2 and jit_schedule_enabled():
+    if plan.runs <= 2 and jit_schedule_enabled() and not plan.provisional:
         if plan.runs == 1:
             jitsched.warm_up()
         else:

@@ -12,6 +12,7 @@ every sum; exact variants use none.
 """
 from __future__ import annotations
 
+import contextvars
 import functools
 import hashlib
 import inspect
@@ -102,6 +103,10 @@ class Variants:
         return fn
 
     def get(self, exact: bool, parallel: bool = False, small: bool = False):
+        if parallel and True in self._bodies:
+            asked = ASKED.get()
+            if asked is not None:
+                asked.add((self, exact))
         if parallel and serial_planning():
             parallel = False
         if small and not parallel and "small" in self._bodies:
@@ -109,7 +114,15 @@ class Variants:
         return self._form(exact, parallel if parallel in self._bodies else False)
 
 
+    def forms(self, exact: bool) -> tuple:
+        """(parallel form, serial form) of a template with a parallel variant."""
+        return self._form(exact, True), self._form(exact, False)
+
+
 _MAKING = threading.RLock()
+# Where a plan being built or run records the (Variants, exact) whose parallel form it asked
+# for (plan/warm.py), else None.
+ASKED: contextvars.ContextVar = contextvars.ContextVar("graphrt_parallel_asked", default=None)
 
 
 def rebind(template, qualname: str, consts: dict):

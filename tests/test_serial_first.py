@@ -1,0 +1,80 @@
+"""A cold first run takes serial kernels; their parallel forms are compiled by the helper
+process and the next plan takes them (graphrt/plan/warm.py). Each case runs in a fresh
+process with an empty kernel cache of its own."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+CHILD = r"""
+import json, sys
+import numpy as np
+from numba.core import event
+from onnx import TensorProto, helper
+import graphrt
+
+compiled = []
+
+
+class Compiled(event.Listener):
+    def on_start(self, e):
+        pass
+
+    def on_end(self, e):
+        compiled.append(e.data["dispatcher"].py_func.__qualname__)
+
+
+event.register("numba:compile", Compiled())
+op, exact = sys.argv[1], sys.argv[2] == "exact"
+x = np.random.default_rng(0).standard_normal((64, 32, 48)).astype(np.float32)
+x[3, 4, 5] = np.nan
+nodes = [helper.make_node(op, ["X"], ["Y"], axis=-1)] if op == "Softmax" else \
+    [helper.make_node("Relu", ["X"], ["R"]), helper.make_node("MaxPool", ["R"], ["Y"],
+                                                              kernel_shape=[3], pads=[1, 1])]
+graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("X", TensorProto.FLOAT, x.shape)],
+                          [helper.make_tensor_value_info("Y", TensorProto.FLOAT, None)])
+model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+sess = graphrt.Session(model, graphrt.SessionOptions(
+    intra_op_threads=2, mode="exact" if exact else "fast"))
+first = sess.run(None, {"X": x})[0]
+report = {"first": [n for n in compiled if "_par_" in n]}
+report["waited"] = sess.wait_for_schedules(600)
+compiled.clear()
+later = sess.run(None, {"X": x})[0]
+report["later"] = [n for n in compiled if "_par_" in n]
+report["builds"] = sess.plans_built
+report["same"] = first.tobytes() == later.tobytes()
+np.save(sys.argv[3], first)
+print(json.dumps(report))
+"""
+
+
+def _child(tmp_path, op, mode, serial_first):
+    env = dict(os.environ, GRAPHRT_CACHE_DIR=str(tmp_path / f"cache-{serial_first}"),
+               GRAPHRT_SERIAL_FIRST=serial_first)
+    env.pop("NUMBA_CACHE_DIR", None)
+    out = tmp_path / f"y-{serial_first}.npy"
+    proc = subprocess.run([sys.executable, "-c", CHILD, op, mode, str(out)], env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1]), np.load(out)
+
+
+@pytest.mark.skipif(os.cpu_count() < 2, reason="one core: no helper process, no parallel kernels")
+@pytest.mark.parametrize("op,mode", [("Softmax", "fast"), ("MaxPool", "fast"), ("Softmax", "exact")])
+def test_a_cold_first_run_takes_serial_kernels_then_the_parallel_ones(tmp_path, op, mode):
+    report, first = _child(tmp_path, op, mode, "1")
+    assert report["first"] == []            # no parallel kernel compiled for the first result
+    assert report["waited"]
+    assert report["builds"] == 2            # planned again, with the parallel kernels...
+    assert report["later"] == []            # ... which the helper compiled: loaded, not compiled
+    assert report["same"]                   # the same bits
+    # and the bits of a process that took the parallel kernels from its first run
+    plain, want = _child(tmp_path, op, mode, "0")
+    assert plain["first"] != [] and plain["builds"] == 1
+    assert first.tobytes() == want.tobytes()

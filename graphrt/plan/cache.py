@@ -79,15 +79,16 @@ class PlanCache:
         key = (signature, keep)
         while True:
             entry = self._find(key, self._entries)
+            warmed = False
             if entry is not None and entry.provisional is not None and \
                     entry.provisional.done.is_set() and warm.CURRENT.get() is None:
                 self._drop(key, entry)      # its parallel kernels are compiled: plan again
-                entry = None
+                entry, warmed = None, True
             if entry is None:
                 with self._lock:
                     entry = self._find(key, self._entries)
                     if entry is None:
-                        entry = self._build(signature, keep)
+                        entry = self._build(signature, keep, warmed)
                         self.builds += 1
                         kept = self._entries + ((key, entry),)
                         while len(kept) > self.capacity:
@@ -97,16 +98,17 @@ class PlanCache:
             if entry.acquire():
                 return entry
 
-    def _build(self, signature: tuple, keep: tuple) -> PlanEntry:
+    def _build(self, signature: tuple, keep: tuple, warmed: bool = False) -> PlanEntry:
         """A new entry: a provisional plan of serial kernels where the cache lacks the
-        parallel ones this plan asks for (plan/warm.py), else the plan."""
+        parallel ones this plan asks for (plan/warm.py), else (and always after a warmed
+        provisional plan: what the helper did not compile is compiled here) the plan."""
         def build():
             return build_plan(self.graph, signature, self.early_free, keep)
 
         current = warm.CURRENT.get()
         if current is not None:         # a body planned in a provisional run: serial with it
             return self._entry(build(), current)
-        if serial_planning() or not warm.enabled():
+        if warmed or serial_planning() or not warm.enabled():
             return self._entry(build(), None)
         asked: set = set()
         token = jit.ASKED.set(asked)
@@ -114,7 +116,7 @@ class PlanCache:
             plan = build()
         finally:
             jit.ASKED.reset(token)
-        if not asked or warm.all_cached(asked):
+        if not asked or not warm.cold(asked):
             return self._entry(plan, None)
         provisional = warm.Provisional(asked)
         with provisional.serial():

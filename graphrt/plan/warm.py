@@ -114,16 +114,18 @@ class _Serial:
         PLAN_THREADS.reset(threads)
 
 
-def all_cached(asked: set) -> bool:
-    """Whether the kernel cache holds some compiled form of every parallel form asked for
-    (its index file exists: a new element type may still be missing and is compiled when
-    run, as always)."""
-    for variants, exact in asked:
-        par = variants.forms(exact)[0]
-        cache = getattr(par, "_cache", None)
-        try:
-            if not os.path.exists(cache._cache_file._index_path):
-                return False
-        except AttributeError:
-            return False
-    return True
+def cold(asked: set) -> bool:
+    """Whether the kernel cache lacks one of the parallel forms ``asked`` for (no index: no
+    specialisation of it was ever compiled here). A plan asks for some forms it never runs
+    (an in-place twin, a path not taken), so a warm cache can look cold: then the first run
+    takes serial kernels, the helper finds nothing to compile and the next run plans again
+    (milliseconds) -- a small price beside compiling a parallel form where it was needed."""
+    return not all(_indexed(variants.forms(exact)[0]) for variants, exact in asked)
+
+
+def _indexed(fn) -> bool:
+    """Whether the kernel cache holds an index of ``fn`` (some compiled specialisation)."""
+    try:
+        return os.path.exists(fn._cache._cache_file._index_path)
+    except AttributeError:
+        return False

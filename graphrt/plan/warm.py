@@ -64,10 +64,17 @@ class Provisional:
     def started(self) -> bool:
         return self._started
 
+    @contextlib.contextmanager
     def serial(self):
         """A context in which plans are built and run with serial kernels, the parallel
         forms asked for being recorded here."""
-        return _Serial(self)
+        tokens = (PLAN_THREADS.set(1), jit.ASKED.set(self.asked), CURRENT.set(self))
+        try:
+            yield self
+        finally:
+            CURRENT.reset(tokens[2])
+            jit.ASKED.reset(tokens[1])
+            PLAN_THREADS.reset(tokens[0])
 
     def start(self) -> None:
         """After a first run: have the helper compile the parallel forms asked for (once)."""
@@ -94,24 +101,6 @@ class Provisional:
                         return
         finally:
             self.done.set()
-
-
-class _Serial:
-    __slots__ = ("provisional", "_tokens")
-
-    def __init__(self, provisional: Provisional):
-        self.provisional = provisional
-
-    def __enter__(self):
-        self._tokens = (PLAN_THREADS.set(1), jit.ASKED.set(self.provisional.asked),
-                        CURRENT.set(self.provisional))
-        return self.provisional
-
-    def __exit__(self, *exc):
-        threads, asked, current = self._tokens
-        CURRENT.reset(current)
-        jit.ASKED.reset(asked)
-        PLAN_THREADS.reset(threads)
 
 
 def cold(asked: set) -> bool:

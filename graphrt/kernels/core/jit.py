@@ -113,7 +113,6 @@ class Variants:
             return self._form(exact, "small")
         return self._form(exact, parallel if parallel in self._bodies else False)
 
-
     def forms(self, exact: bool) -> tuple:
         """(parallel form, serial form) of a template with a parallel variant."""
         return self._form(exact, True), self._form(exact, False)

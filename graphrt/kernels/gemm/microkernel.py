@@ -199,7 +199,6 @@ def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols
     return False
 
 
-
 FEW = True          # bound per entry (_tile_product's docstring)
 BLOCKED = True
 NO_TABLE = np.zeros(0, dtype=np.int64)

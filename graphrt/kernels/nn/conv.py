@@ -273,7 +273,8 @@ FROM_GRID = Variants(_add_bias, "conv_from_grid", parallel=True, BIAS=False, REL
 
 
 def _tile_plan(images, groups, mg, kk, p_, itemsize):
-    """The CONV_TILES entry point and its block arguments (shapes only, see _conv_tiles)."""
+    """The CONV_TILES entry point, its block arguments (shapes only, see _conv_tiles) and
+    whether its tiles all take the few-rows tile entry (microkernel.kernels)."""
     pb = max(MIN_COLS, COL_BLOCK_BYTES // max(1, kk * itemsize) // 32 * 32)
     pb = min(pb, p_)
     base = images * groups * ceil_div(p_, max(1, pb))
@@ -284,7 +285,8 @@ def _tile_plan(images, groups, mg, kk, p_, itemsize):
     tasks = base * ceil_div(mg, max(1, mb))
     fn = CONV_TILES.get(False, tasks > 1 and tasks * mb * pb * kk >= PARALLEL_WORK)
     ensure_layer()          # numba.get_thread_id needs the threading layer running
-    return fn, (images, groups, mg, kk, max(1, pb), max(1, mb), tasks)
+    few = microkernel.few_rows_only(min(mg, max(1, mb)), max(1, pb), 1, False, False)
+    return fn, (images, groups, mg, kk, max(1, pb), max(1, mb), tasks), few
 
 
 def image_chunk(n_images, col_per_image, itemsize):
@@ -463,11 +465,10 @@ class Conv(GroupedConv):
             narrow(ctx.flat_out[0], y)
             return
         if p.tiles is not None:
-            fn, args = p.tiles
+            fn, args, few = p.tiles
             cols = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, args[3] * args[4]))
             fn(x, w, y, p.geo, *args, cols, microkernel.work_for(p.wdt),
-               microkernel.kernels(p.wdt, False, microkernel.few_rows_only(
-                   min(args[2], args[4]), args[3], 1, False, False)))
+               microkernel.kernels(p.wdt, False, few))
             _finish(ctx.exact, p, y, b, p.n)
             narrow(ctx.flat_out[0], y)
             return

@@ -310,8 +310,8 @@ class _Norm(OpKernel):
             cols = int(rshape[0])
             p.ones = np.ones(cols, cdt)
             p.neg_zeros = np.full(cols, -0.0, cdt)
-        else:
-            p.fn = variants.get(ctx.exact, parallel)
+        else:       # (None: the caller's own kernel, e.g. BatchNormalization's planes)
+            p.fn = None if variants is None else variants.get(ctx.exact, parallel)
         p.exact, p.parallel, p.narrow = ctx.exact, parallel, ctx.dtype(0) != cdt
         p.consts = None
         p.folded = None
@@ -503,7 +503,7 @@ class BatchNormalization(_Norm):
             self._prepare(ctx, _LAYER, walk, count, (sets, 1, 0, 0), stats=RUNNING,
                           stat_dt=compute_dtype(ctx.dtype(3)), momentum=self.momentum)
         else:
-            self._prepare(ctx, _GIVEN, walk, count, (sets, 1, 0, 0))
+            self._prepare(ctx, None if self.spatial else _GIVEN, walk, count, (sets, 1, 0, 0))
             if self.spatial:
                 p = ctx.prepared
                 p.planes = (c, spatial, tuple(v.get(p.exact, p.parallel)

@@ -326,6 +326,7 @@ class _Recurrent(OpKernel):
                                     for i in range(self.dirs)), []), dtype=np.float64)
         self.betas = np.array(sum((be[i * k:(i + 1) * k] + [0.0] * pad
                                    for i in range(self.dirs)), []), dtype=np.float64)
+        self.generic = any(int(c) not in DEFAULT_CODES for c in self.codes)
 
     def infer(self, ctx: InferContext) -> None:
         dt = ctx.same_dtype(0, 1, 2, 3, 5, 6, 7)
@@ -378,8 +379,7 @@ class _Recurrent(OpKernel):
         fused = batch <= FUSED_BATCH or hs * gh <= FUSED_WEIGHTS
         parallel = tasks > 1 and (seq * gh * hs >= FUSED_PARALLEL if fused
                                   else tasks * gh >= STEP_PARALLEL >> 6)
-        generic = any(int(c) not in DEFAULT_CODES for c in self.codes)
-        fn = self.VARIANTS[generic].get(ctx.exact, parallel)
+        fn = self.VARIANTS[self.generic].get(ctx.exact, parallel)
         r = ctx.value(2)        # R^T once per plan when R is a constant
         rt = None if r is None else \
             np.ascontiguousarray(r.transpose(0, 2, 1), dtype=work).reshape(-1)

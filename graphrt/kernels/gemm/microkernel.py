@@ -36,6 +36,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ...cache import kernels_dir
+from ..core import by_address
 from ..core.held import held_buffer
 from ..core.jit import rebind
 from . import micro_ir
@@ -179,28 +180,31 @@ def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols
         if rows < FEW_ROWS and panels:
             nr = cb.size // MR
             for j0 in range(0, cols, nr):
-                few_rows(a, ao, a_si, a_sk, b, bo + j0 * kk, nr, out, oo + j0, ldo, rows,
-                         min(nr, cols - j0), kk, exact)
+                FEW_ROWS_AT(kt, (a, ao, a_si, a_sk, b, bo + j0 * kk, nr, out, oo + j0, ldo, rows,
+                                 min(nr, cols - j0), kk, exact))
             return False
         if rows < FEW_ROWS and b_sk == 1 and b_sj != 1 and btab.size == 0:
-            _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, exact)
+            DOT_ROWS_AT(kt, (a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb,
+                             exact))
             return False
         if rows < FEW_ROWS and b_sj == 1 and btab.size == 0:
-            few_rows(a, ao, a_si, a_sk, b, bo, b_sk, out, oo, ldo, rows, cols, kk, exact)
+            FEW_ROWS_AT(kt, (a, ao, a_si, a_sk, b, bo, b_sk, out, oo, ldo, rows, cols, kk, exact))
             return False
     if BLOCKED:
         fuse = FUSED_EPILOGUE and epi[3] != 0 and rows % MR in (0, 8, 4)
         nc = bp.size // max(1, min(KC, kk))
         for jc in range(0, cols, nc):
-            _block(a, ao, a_si, a_sk, b, bo + jc * b_sj, b_sk, b_sj, out, oo + jc, ldo, rows,
-                   min(nc, cols - jc), kk, ap, bp, cb, exact, btab, panels,
-                   (epi[0], epi[1] + jc, epi[2], epi[3] if fuse else 0), kt)
+            BLOCK_AT(kt, (a, ao, a_si, a_sk, b, bo + jc * b_sj, b_sk, b_sj, out, oo + jc, ldo,
+                          rows, min(nc, cols - jc), kk, ap, bp, cb, exact, btab, panels,
+                          (epi[0], epi[1] + jc, epi[2], epi[3] if fuse else 0), kt))
         return fuse
     return False
 
 
 FEW = True          # bound per entry (_tile_product's docstring)
 BLOCKED = True
+# bound per function: calls of the blocked path and the few-rows paths (_callees)
+BLOCK_AT = FEW_ROWS_AT = DOT_ROWS_AT = None
 NO_TABLE = np.zeros(0, dtype=np.int64)
 
 
@@ -353,14 +357,45 @@ def _micro_at(kt, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at, btab, pc, c
 # named by SOURCE_TAG: they call micro_ir's kernels, whose edits numba's cache would not see
 _block = njit(cache=True, nogil=True, error_model="numpy")(
     rebind(_block_template, f"block_{SOURCE_TAG}", {}))
+
+
+def _signatures(dt):
+    """The signatures the tile entries call the blocked path, few_rows and _dot_rows with,
+    for element type ``dt`` (numba's)."""
+    v, i, b = types.Array(dt, 1, "C"), types.int64, types.boolean
+    t = types.Array(types.int64, 1, "C")
+    return {"block": types.none(v, i, i, i, v, i, i, i, v, i, i, i, i, i, v, v, v, b, t, b,
+                                types.Tuple((v, i, i, i)), t),
+            "few_rows": types.none(v, i, i, i, v, i, i, v, i, i, i, i, i, b),
+            "dot_rows": types.none(v, i, i, i, v, i, i, v, i, i, i, i, i, v, b)}
+
+
+TILE = micro_ir.SLOTS       # kernels(...)[TILE]: the address of the tile product entry
+# kernels(...)[TILE + 1 + k]: the addresses of the tile entries' callees, in CALLEES order;
+# the entries call them through these (by_address): their code is compiled once, as itself,
+# not linked into each entry and optimised again there (the blocked path: about 1 s)
+CALLEES = {"block": _block, "few_rows": few_rows, "dot_rows": _dot_rows}
+_AT = {name: by_address.caller(TILE + 1 + k,
+                               lambda dt, name=name: _signatures(dt)[name])
+       for k, name in enumerate(CALLEES)}
+
+
+def _direct(fn):
+    """A call of ``fn`` in the form of a by_address caller: (table, arguments)."""
+    return njit(nogil=True, inline="always")(lambda kt, args: fn(*args))
+
+
+# every path, its callees linked: for the tests that call a tile product directly
 tile_product = njit(cache=True, nogil=True, error_model="numpy")(
-    rebind(_tile_product, f"tile_product_{SOURCE_TAG}", {}))
+    rebind(_tile_product, f"tile_product_{SOURCE_TAG}",
+           {"BLOCK_AT": _direct(_block), "FEW_ROWS_AT": _direct(few_rows),
+            "DOT_ROWS_AT": _direct(_dot_rows)}))
 # the paths of one entry, inlined into it: compiled once there, not compiled, linked and
-# optimised again as a callee (tile_product itself, every path, serves the tests that call
-# it directly)
+# optimised again as a callee; its own callees called through the table
 _INLINED = {path: njit(nogil=True, error_model="numpy", inline="always")(
     rebind(_tile_product, f"tile_product_{path}_{SOURCE_TAG}",
-           {"FEW": path == "few", "BLOCKED": path == "block"}))
+           {"FEW": path == "few", "BLOCKED": path == "block", "BLOCK_AT": _AT["block"],
+            "FEW_ROWS_AT": _AT["few_rows"], "DOT_ROWS_AT": _AT["dot_rows"]}))
     for path in ("few", "block")}
 
 
@@ -388,7 +423,6 @@ def _entry_signature(dt):
              i, ti, i)
 
 
-TILE = micro_ir.SLOTS       # kernels(...)[TILE]: the address of the tile product entry
 _KERNELS: dict = {}
 _KERNELS_LOCK = threading.Lock()
 
@@ -397,7 +431,8 @@ def kernels(dtype, exact: bool, few: bool = False) -> np.ndarray:
     """The addresses a tiled product passes down (int64): the micro-kernels of the mode and
     element type (micro_ir.kernels, by slot), then at TILE the tile product entry: the one
     of the few-rows paths where ``few`` (every tile takes one: few_rows_only), else the one
-    of the blocked path."""
+    of the blocked path; after it the addresses of the callees that entry calls (CALLEES;
+    0 for the other path's)."""
     return micro_ir.once(_KERNELS, _KERNELS_LOCK,
                          (np.dtype(dtype), bool(exact), "few" if few else "block"), _table)
 
@@ -423,7 +458,13 @@ def entry_cached(dtype) -> bool:
 
 
 def _table(dtype: np.dtype, exact: bool, path: str) -> np.ndarray:
-    return np.append(micro_ir.kernels(dtype, exact), np.int64(_entry(dtype, exact, path)))
+    entry = _entry(dtype, exact, path)      # first: it may wait for the helper's compile
+    sigs = _signatures(numba.from_dtype(dtype))
+    used = ("block",) if path == "block" else ("few_rows", "dot_rows")
+    callees = [by_address.address(fn, sigs[name]) if name in used else 0
+               for name, fn in CALLEES.items()]
+    return np.concatenate([micro_ir.kernels(dtype, exact),
+                           np.array([entry] + callees, dtype=np.int64)])
 
 
 def _entry(dtype: np.dtype, exact: bool, path: str) -> int:

@@ -250,6 +250,12 @@ class Names(event.Listener):
         names.append(e.data["dispatcher"].py_func.__qualname__)
 event.register("numba:compile", Names())
 import graphrt
+from graphrt.kernels.gemm import microkernel
+_fill = microkernel._fill
+def fill(kt, *key):
+    _fill(kt, *key)
+    names.append("FILL:" + key[2])      # a table's entry and callees in place
+microkernel._fill = fill
 sess = graphrt.Session(sys.argv[1])
 x = np.linspace(-1, 1, 6 * 40, dtype=np.float32).reshape(6, 40)
 print(json.dumps({"names": names, "bytes": sess.run(None, {"x": x})[0].tobytes().hex()}))
@@ -260,7 +266,9 @@ def test_the_helper_compiles_the_tile_entry_while_the_session_is_made(tmp_path):
     """A session with a matrix product asks the helper process for the GEMM tile entry
     (compile_share.prefetch_tiles): this process then loads it (it compiles none of the
     tile driver's functions) and gets the bits of a process that compiled it itself. (Told
-    to wait for the helper however soon the plan needs the entry: this model plans at once.)"""
+    to wait for the helper however soon the plan needs the entry: this model plans at once.)
+    The plan takes the table unfilled: while the helper compiles the entry, the first run
+    compiles the product's own kernel, and only then fills the table."""
     if graphrt.threads.available() < 2:
         import pytest
         pytest.skip("one core: nothing is shared")
@@ -283,3 +291,6 @@ def test_the_helper_compiles_the_tile_entry_while_the_session_is_made(tmp_path):
     assert got["1"]["bytes"] == got["0"]["bytes"]
     assert any(n.startswith("block_") for n in got["0"]["names"])
     assert not any(n.startswith("block_") for n in got["1"]["names"])
+    names = got["1"]["names"]
+    product = [i for i, n in enumerate(names) if n.startswith("gemm_tiles")]
+    assert product and product[0] < names.index("FILL:block"), names

@@ -21,6 +21,7 @@ GRAPHRT_COMPILE_HELPER=0; a helper that fails leaves its kernel to this process.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -63,7 +64,9 @@ def missing(calls: list) -> list:
 class Sharing:
     """The missing kernels of one first run, claimed from both ends."""
 
-    def __init__(self, items: list):
+    def __init__(self, items: list, helper: bool = True):
+        """``helper``: hand items to the helper process (else this process compiles them
+        all, ``ahead`` or on its steps' calls)."""
         self.items = items
         self.lock = threading.Lock()
         self.front = 0                  # items[:front]: this process's
@@ -72,7 +75,10 @@ class Sharing:
         self.steps: dict = {}           # step index -> its item indices
         for k, (i, _, _) in enumerate(items):
             self.steps.setdefault(i, []).append(k)
-        threading.Thread(target=self._feed, daemon=True, name="graphrt-compile").start()
+        self.feeding = helper
+        self.taken_ahead = 0
+        if helper:
+            threading.Thread(target=self._feed, daemon=True, name="graphrt-compile").start()
 
     def _feed(self) -> None:
         from .schedule_worker import CLIENT
@@ -90,6 +96,24 @@ class Sharing:
                 pass
             finally:
                 event.set()
+
+    def ahead(self) -> bool:
+        """Compile the next kernel of this process's share now (before its step comes);
+        False when none is left. With the helper fed, at most as many as are left for it:
+        this process has its steps' own kernels to compile after (Python steps list none)."""
+        with self.lock:
+            if self.front >= self.back or \
+                    (self.feeding and self.back - self.front <= self.taken_ahead):
+                return False
+            k = self.front
+            self.front += 1
+            self.taken_ahead += 1
+        _, fn, sig = self.items[k]
+        try:
+            fn.compile(sig)
+        except Exception:   # (its step compiles it again and reports the error)
+            pass
+        return True
 
     def before(self, step: int) -> None:
         """Before step ``step`` runs: its kernels the helper took are compiled."""
@@ -113,7 +137,7 @@ def prefetch_tiles(kernels, exact: bool) -> None:
     if not enabled() or not any(k.tile_products for k in kernels):
         return
     with _PREFETCH_LOCK:
-        if key + ("block",) in microkernel._KERNELS or key in microkernel.PENDING or \
+        if (key[0], "block") in microkernel._ADDRESSES or key in microkernel.PENDING or \
                 microkernel.entry_cached(key[0]):
             return
         done = threading.Event()
@@ -141,3 +165,35 @@ def start(calls: list) -> Sharing | None:
         return None
     items = missing(calls)
     return Sharing(items) if len(items) >= MIN_SHARED else None
+
+
+@contextlib.contextmanager
+def tables_deferred():
+    """While a run makes its calls: the GEMM tables they pass stay unfilled
+    (microkernel.table); fill_tables must follow before any of the calls runs."""
+    from ..kernels.gemm import microkernel
+    token = microkernel.DEFER.set(True)
+    try:
+        yield
+    finally:
+        microkernel.DEFER.reset(token)
+
+
+def fill_tables(calls: list, sharing: Sharing | None) -> None:
+    """Fill the GEMM tables still unfilled (microkernel.ready) before a run's first step
+    makes ``calls``. Where the helper is compiling a table's entry (prefetch_tiles), this
+    process compiles its own share of the run's kernels meanwhile (Sharing.ahead; all of
+    them when they are too few to share), then loads the entry: the plan no longer waits for
+    it, nor compiles it beside the helper."""
+    from ..kernels.gemm import microkernel
+    tables = microkernel.unfilled()
+    if not tables:
+        return
+    tables.sort(key=lambda t: t[1] is not None)     # the helper's last
+    if sharing is None and any(helper is not None for _, helper in tables):
+        sharing = Sharing(missing(calls), helper=False)
+    for kt, helper in tables:
+        if helper is not None:
+            while not helper.is_set() and sharing.ahead():
+                pass
+        microkernel.ready(kt)

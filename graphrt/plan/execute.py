@@ -44,9 +44,12 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
     calls = state.calls
     sharing = None
     if calls is None:
-        calls = state.calls = [_calls_of(st, c) for st, c in zip(plan.steps, contexts)]
+        with compile_share.tables_deferred():
+            calls = [_calls_of(st, c) for st, c in zip(plan.steps, contexts)]
         if plan.runs == 0:
             sharing = compile_share.start(calls)     # a cold first run: two compilers
+        compile_share.fill_tables(calls, sharing)   # (before any of the calls runs)
+        state.calls = calls
     if plan.jit_job is not None:
         jitsched.poll(plan)             # compiled by the helper process: load it now
     jit = plan.jit

@@ -22,6 +22,7 @@ padded lanes are computed and thrown away, edge tiles go through a small buffer.
 """
 from __future__ import annotations
 
+import contextvars
 import glob
 import hashlib
 import os
@@ -425,6 +426,11 @@ def _entry_signature(dt):
 
 _KERNELS: dict = {}
 _KERNELS_LOCK = threading.Lock()
+_UNFILLED: dict = {}        # id(table) -> (table, its key) until ready() fills it
+_FILL_LOCK = threading.RLock()
+# set while a run makes its calls (plan/execute.py): call_of leaves tables unfilled then, and
+# the run fills them (compile_share.fill_tables) before any call runs
+DEFER: contextvars.ContextVar = contextvars.ContextVar("graphrt_defer_tiles", default=False)
 
 
 def kernels(dtype, exact: bool, few: bool = False) -> np.ndarray:
@@ -433,8 +439,58 @@ def kernels(dtype, exact: bool, few: bool = False) -> np.ndarray:
     of the few-rows paths where ``few`` (every tile takes one: few_rows_only), else the one
     of the blocked path; after it the addresses of the callees that entry calls (CALLEES;
     0 for the other path's)."""
+    return ready(table(dtype, exact, few))
+
+
+def table(dtype, exact: bool, few: bool = False) -> np.ndarray:
+    """The array ``kernels`` gives, one per process and key, possibly with its entry and
+    callee slots still 0: a plan takes it when it is made, and ``ready`` fills it before
+    the first call that passes it (the entry's compile then need not stop the plan)."""
     return micro_ir.once(_KERNELS, _KERNELS_LOCK,
-                         (np.dtype(dtype), bool(exact), "few" if few else "block"), _table)
+                         (np.dtype(dtype), bool(exact), "few" if few else "block"), _blank)
+
+
+def _blank(dtype: np.dtype, exact: bool, path: str) -> np.ndarray:
+    kt = np.concatenate([micro_ir.kernels(dtype, exact), np.zeros(1 + len(CALLEES), np.int64)])
+    if (dtype, path) in _ADDRESSES:
+        _fill(kt, dtype, exact, path)
+    else:
+        with _FILL_LOCK:
+            _UNFILLED[id(kt)] = (kt, (dtype, exact, path))
+    return kt
+
+
+def ready(kt: np.ndarray) -> np.ndarray:
+    """``kt`` with its entry and callee addresses in place (compiled or loaded now where
+    they are missing); any other array is returned as it is."""
+    if id(kt) in _UNFILLED:
+        with _FILL_LOCK:
+            item = _UNFILLED.get(id(kt))
+            if item is not None and item[0] is kt:
+                _fill(kt, *item[1])
+                del _UNFILLED[id(kt)]
+    return kt
+
+
+def unfilled() -> list:
+    """(table, helper) of each table ``ready`` has not filled yet: ``helper`` the Event the
+    helper process sets when it has compiled that table's entry (prefetch_tiles), else None."""
+    out = []
+    with _FILL_LOCK:
+        items = list(_UNFILLED.values())
+    for kt, (dtype, exact, path) in items:
+        pending = PENDING.get((dtype, exact)) if path == "block" else None
+        out.append((kt, None if pending is None else pending[0]))
+    return out
+
+
+def _fill(kt: np.ndarray, dtype: np.dtype, exact: bool, path: str) -> None:
+    entry = _entry(dtype, exact, path)      # first: it may wait for the helper's compile
+    sigs = _signatures(numba.from_dtype(dtype))
+    used = ("block",) if path == "block" else ("few_rows", "dot_rows")
+    kt[TILE + 1:] = [by_address.address(fn, sigs[name]) if name in used else 0
+                     for name, fn in CALLEES.items()]
+    kt[TILE] = entry
 
 
 # (dtype, exact) -> (an Event set when the helper process has compiled the blocked entry of
@@ -455,16 +511,6 @@ def entry_cached(dtype) -> bool:
     guess: the entry may still be missing for this CPU, then it is compiled as always)."""
     pattern = os.path.join(kernels_dir(), "**", f"*{_entry_name(dtype, 'block')}*.nbi")
     return bool(glob.glob(pattern, recursive=True))
-
-
-def _table(dtype: np.dtype, exact: bool, path: str) -> np.ndarray:
-    entry = _entry(dtype, exact, path)      # first: it may wait for the helper's compile
-    sigs = _signatures(numba.from_dtype(dtype))
-    used = ("block",) if path == "block" else ("few_rows", "dot_rows")
-    callees = [by_address.address(fn, sigs[name]) if name in used else 0
-               for name, fn in CALLEES.items()]
-    return np.concatenate([micro_ir.kernels(dtype, exact),
-                           np.array([entry] + callees, dtype=np.int64)])
 
 
 def _entry(dtype: np.dtype, exact: bool, path: str) -> int:

@@ -286,9 +286,10 @@ class _TileCall:
         Python work)."""
         if not self.own:
             return None
+        kt = self.kt if microkernel.DEFER.get() else microkernel.ready(self.kt)
         return self.fn, (a, b, c, out, self.offa, self.offb, self.geo, self.alpha, self.beta,
                          self.unit, self._tasks(batches), microkernel.work_for(out.dtype, holder),
-                         self.btab, self.kt)
+                         self.btab, kt)
 
     def __call__(self, a, b, c, out, batches: int | None = None) -> None:
         call = self.call_of(a, b, c, out, batches)
@@ -405,7 +406,7 @@ def _plan_tiles(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=Tru
     call.btab = microkernel.NO_TABLE if btab is None else np.asarray(btab, dtype=np.int64)
     few = microkernel.few_rows_only(min(m, mb), int(g[_T_B_SK]), int(g[_T_B_SJ]),
                                     call.btab.size > 0, bool(panels))
-    call.kt = microkernel.kernels(dt, exact, few) if own else call.btab
+    call.kt = microkernel.table(dt, exact, few) if own else call.btab
     return call
 
 

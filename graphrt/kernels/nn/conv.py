@@ -272,10 +272,11 @@ FROM_GRID = Variants(_add_bias, "conv_from_grid", parallel=True, BIAS=False, REL
                      AFFINE=False)
 
 
-def _tile_plan(images, groups, mg, kk, p_, itemsize):
+def _tile_plan(images, groups, mg, kk, p_, dtype):
     """The CONV_TILES entry point, its block arguments (shapes only, see _conv_tiles) and
-    whether its tiles all take the few-rows tile entry (microkernel.kernels)."""
-    pb = max(MIN_COLS, COL_BLOCK_BYTES // max(1, kk * itemsize) // 32 * 32)
+    the table of micro-kernels and tile entry its tiles take (microkernel.table: filled
+    before the first run's steps, or by microkernel.ready)."""
+    pb = max(MIN_COLS, COL_BLOCK_BYTES // max(1, kk * dtype.itemsize) // 32 * 32)
     pb = min(pb, p_)
     base = images * groups * ceil_div(p_, max(1, pb))
     mb = mg
@@ -286,7 +287,8 @@ def _tile_plan(images, groups, mg, kk, p_, itemsize):
     fn = CONV_TILES.get(False, tasks > 1 and tasks * mb * pb * kk >= PARALLEL_WORK)
     ensure_layer()          # numba.get_thread_id needs the threading layer running
     few = microkernel.few_rows_only(min(mg, max(1, mb)), max(1, pb), 1, False, False)
-    return fn, (images, groups, mg, kk, max(1, pb), max(1, mb), tasks), few
+    return fn, (images, groups, mg, kk, max(1, pb), max(1, mb), tasks), \
+        microkernel.table(dtype, False, few)
 
 
 def image_chunk(n_images, col_per_image, itemsize):
@@ -448,7 +450,7 @@ class Conv(GroupedConv):
             ensure_layer()      # numba.get_thread_id needs the threading layer running
         elif not ctx.exact and not p.direct and p.gemm.tiles is not None and p.gemm.tiles.own \
                 and p.col_size * p.wdt.itemsize > WHOLE_COL_BYTES and n * m > 0:
-            p.tiles = _tile_plan(n, g, mg, cg * k, out_size, p.wdt.itemsize)
+            p.tiles = _tile_plan(n, g, mg, cg * k, out_size, p.wdt)
         elif IMPLICIT and not p.direct and p.geo[OD] == 1 and n * m > 0:
             _implicit(p, g, k, ctx.exact)
         ctx.prepared = p
@@ -465,10 +467,9 @@ class Conv(GroupedConv):
             narrow(ctx.flat_out[0], y)
             return
         if p.tiles is not None:
-            fn, args, few = p.tiles
+            fn, args, kt = p.tiles
             cols = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, args[3] * args[4]))
-            fn(x, w, y, p.geo, *args, cols, microkernel.work_for(p.wdt),
-               microkernel.kernels(p.wdt, False, few))
+            fn(x, w, y, p.geo, *args, cols, microkernel.work_for(p.wdt), microkernel.ready(kt))
             _finish(ctx.exact, p, y, b, p.n)
             narrow(ctx.flat_out[0], y)
             return

@@ -79,7 +79,7 @@ def rows() -> list[tuple]:
     out = []
     for d in ALL:
         opsets = f"{d.since}+" if d.until is None else f"{d.since}-{d.until}"
-        out.append((d.op_type, d.domain or "ai.onnx", opsets, status(d.factory), types(d.factory)))
+        out.append((d.op_type, d.domain or "ai.onnx", opsets, status(d.resolve()), types(d.resolve())))
     return sorted(out, key=lambda r: (r[1] != "ai.onnx", r[1], r[0], r[2]))
 
 
@@ -100,7 +100,7 @@ def contrib_table() -> str:
     default domain, where onnxruntime registers it)."""
     found = {}
     for d in ALL:
-        if d.domain == "com.microsoft" or d.factory.__module__.startswith(CONTRIB):
+        if d.domain == "com.microsoft" or d.resolve().__module__.startswith(CONTRIB):
             found[d.op_type] = d
     lines = ["| operator | graphrt | exact |", "| --- | --- | --- |"]
     have = 0
@@ -110,9 +110,9 @@ def contrib_table() -> str:
             lines.append(f"| {op} | not yet | |")
             continue
         have += 1
-        how = (f"composition ({d.factory.__module__.rsplit('.', 1)[-1]})"
-               if is_composition(d.factory) else "kernel")
-        lines.append(f"| {op} | {how} | {status(d.factory)} |")
+        how = (f"composition ({d.resolve().__module__.rsplit('.', 1)[-1]})"
+               if is_composition(d.resolve()) else "kernel")
+        lines.append(f"| {op} | {how} | {status(d.resolve())} |")
     head = f"{have} of the {len(WRITTEN_BY_ONNXRUNTIME)} operators.\n\n"
     return head + "\n".join(lines) + "\n"
 

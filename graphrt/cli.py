@@ -230,7 +230,7 @@ def _info(args) -> None:
         if opdef is None:
             missing.append(f"{label} (opset {opset})")
             note = "  (not in graphrt)"
-        elif not getattr(opdef.factory, "supports_exact", False):
+        elif not getattr(opdef.resolve(), "supports_exact", False):
             inexact.append(label)
             note = "  (fast mode only)"
         print(f"  {label:<28}{n:>6}{note}")

@@ -233,8 +233,8 @@ def _lowered(nodes, opsets: dict, table: OperatorTable, cancel) -> list[IrNode]:
         n = todo.pop()
         opset = _opset_of(n, opsets)
         opdef = table.resolve(n.domain, n.op_type, opset) if opset is not None else None
-        if opdef is None or not (isinstance(opdef.factory, type) and
-                                 issubclass(opdef.factory, Lowered)):
+        factory = None if opdef is None else opdef.resolve()
+        if not (isinstance(factory, type) and issubclass(factory, Lowered)):
             out.append(n)
             continue
         _check(cancel)
@@ -249,7 +249,7 @@ def _lowered(nodes, opsets: dict, table: OperatorTable, cancel) -> list[IrNode]:
 def _make_kernel(opdef, info: NodeInfo) -> OpKernel:
     """The factory's kernel; a factory tripping over malformed attributes is a bad model."""
     try:
-        return opdef.factory(info)
+        return opdef.resolve()(info)
     except SessionError:
         raise
     except Exception as e:  # noqa: BLE001 - e.g. an attribute of the wrong type

@@ -15,8 +15,6 @@ from .ir import TensorInfo
 from .kernels.gemm.microkernel import KERNEL_PATH
 from .kernels.table import DEFAULT, OperatorTable
 from .options import CancelToken, SessionOptions
-from .passes.export import to_onnx
-from .passes.table import run_passes
 from .plan import compile_share
 from .plan.build import checked_mode
 from .plan.cache import PlanCache
@@ -46,6 +44,7 @@ class Session:
         self.model_info = model.info       # producer, description, version, metadata_props
         self._threads = threads.resolve(self.options.intra_op_threads)
         token = threads.PLAN_THREADS.set(self._threads)
+        from .passes.table import run_passes    # (the kernel families its passes know)
         try:
             self.pass_counts = run_passes(self._graph, operators,
                                           self.options.optimization_level, self.options.exact,
@@ -225,6 +224,8 @@ class Session:
     def save_optimized(self, path: str) -> None:
         """Write the graph as the passes left it (fused nodes in the domain "graphrt")."""
         import onnx
+
+        from .passes.export import to_onnx
         onnx.save(to_onnx(self._live_graph(), self._opsets), path)
 
     # -- life cycle ----------------------------------------------------------------------

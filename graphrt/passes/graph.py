@@ -89,7 +89,7 @@ class PassGraph:
     def make_kernel(self, like: NodeInfo, cls, attrs: dict, n_inputs: int, n_outputs: int = 1):
         """A kernel of class ``cls`` (from the operator table) for a new node that keeps
         ``like``'s name; the opset is ``like``'s where the table line serves it."""
-        defs = [d for d in self.table.defs() if d.factory is cls]
+        defs = [d for d in self.table.defs() if d.makes(cls)]
         if not defs:
             return None
         opset = like.opset if like.domain == "" else 0
@@ -97,7 +97,7 @@ class PassGraph:
         info = replace(like, op_type=opdef.op_type, domain=opdef.domain,
                        opset=opset if opdef.serves(opset) else opdef.since, attrs=dict(attrs),
                        n_inputs=n_inputs, n_outputs=n_outputs, compile_body=None)
-        return opdef.factory(info)
+        return opdef.resolve()(info)
 
     def replace(self, old: list[CompiledNode], new: list[CompiledNode]) -> None:
         """Put ``new`` where the last of ``old`` stood (every input of new is made by then)."""

@@ -6,6 +6,8 @@ output or a constant output, may ask for run-time values, and may leave per-plan
 """
 from __future__ import annotations
 
+import importlib
+
 from dataclasses import dataclass
 from typing import Callable
 
@@ -121,16 +123,31 @@ def make_calls(calls) -> None:
 
 @dataclass(frozen=True)
 class OpDef:
-    """One line of the operator table: (domain, op type, opsets since..until) -> factory."""
+    """One line of the operator table: (domain, op type, opsets since..until) -> factory.
+    ``factory`` is the kernel class (or any callable of a NodeInfo), or its dotted path under
+    graphrt.kernels (graphrt's own table: imported by ``resolve`` when first needed)."""
 
     domain: str
     op_type: str
     since: int
     until: int | None
-    factory: Callable[[NodeInfo], OpKernel]
+    factory: Callable[[NodeInfo], OpKernel] | str
 
     def serves(self, opset: int) -> bool:
         return self.since <= opset and (self.until is None or opset <= self.until)
+
+    def makes(self, cls) -> bool:
+        """Whether the factory is ``cls`` (without importing a factory named by path)."""
+        if not isinstance(self.factory, str):
+            return self.factory is cls
+        return f"graphrt.kernels.{self.factory}" == f"{cls.__module__}.{cls.__qualname__}"
+
+    def resolve(self) -> Callable[[NodeInfo], OpKernel]:
+        """The factory itself."""
+        if not isinstance(self.factory, str):
+            return self.factory
+        module, _, name = self.factory.rpartition(".")
+        return getattr(importlib.import_module(f"graphrt.kernels.{module}"), name)
 
 
 class InferContext:

@@ -174,6 +174,22 @@ def test_pass_fires_on_pattern_and_keeps_results(name):
     np.testing.assert_allclose(got_m, run(miss, "none", feeds)[1], rtol=1e-5, atol=1e-5)
 
 
+def test_gelu_spelled_by_the_dynamo_exporter():
+    """x * (0.5 * (1 + erf(x / sqrt 2))): 0.5 first, then x (torch.onnx's dynamo exporter)."""
+    x, y = tensor("x", F, [2, 3, 4]), tensor("y", F, None)
+    feeds = {"x": r(2, 3, 4)}
+
+    def gelu(half):
+        return make([n("Div", ["x", "s2"], ["d"]), n("Erf", ["d"], ["e"]), n("Add", ["e", "one"], ["a"]),
+                     n("Mul", ["half", "a"], ["m"]), n("Mul", ["x", "m"], ["y"])], [x], [y],
+                    [scalar("s2", np.sqrt(2)), scalar("one", 1.0), scalar("half", half)])
+    _, base = run(gelu(0.5), "none", feeds)
+    sess, got = run(gelu(0.5), "all", feeds)
+    assert sess.pass_counts.get("recognize_gelu") == 1, sess.pass_counts
+    np.testing.assert_allclose(got, base, rtol=1e-5, atol=1e-5)
+    assert run(gelu(0.25), "all", feeds)[0].pass_counts.get("recognize_gelu", 0) == 0
+
+
 def test_levels_and_exact_mode_skip_what_they_must():
     hit, _, feeds = case("fold_conv_batchnorm")
     none_exact = run(hit, "none", feeds, "exact")[1]

@@ -108,7 +108,8 @@ def _other(node: CompiledNode, vid: int) -> int:
 
 
 def recognize_gelu(pg: PassGraph) -> int:
-    """x * 0.5 * (1 + erf(x / sqrt 2)) spelled Div, Erf, Add, Mul, Mul -> Gelu(x)."""
+    """x * 0.5 * (1 + erf(x / sqrt 2)) spelled Div, Erf, Add, Mul, Mul -> Gelu(x): the last
+    two multiply by x then 0.5, or by 0.5 then x (torch.onnx's dynamo exporter)."""
     done = 0
     consumers = pg.consumers()
     for div in pg.live():
@@ -120,10 +121,12 @@ def recognize_gelu(pg: PassGraph) -> int:
         if not add or not isinstance(add.kernel, Add) or _scalar(pg, _other(add, erf.outputs[0])) != 1.0:
             continue
         mul1 = pg.only_reader(add.outputs[0], consumers)
-        if mul1 is None or not isinstance(mul1.kernel, Mul) or _other(mul1, add.outputs[0]) != x:
+        mul2 = mul1 and isinstance(mul1.kernel, Mul) and pg.only_reader(mul1.outputs[0], consumers)
+        if not mul2 or not isinstance(mul2.kernel, Mul):
             continue
-        mul2 = pg.only_reader(mul1.outputs[0], consumers)
-        if mul2 is None or not isinstance(mul2.kernel, Mul) or _scalar(pg, _other(mul2, mul1.outputs[0])) != 0.5:
+        first, second = _other(mul1, add.outputs[0]), _other(mul2, mul1.outputs[0])
+        if not (first == x and _scalar(pg, second) == 0.5 or
+                second == x and _scalar(pg, first) == 0.5):
             continue
         kernel = pg.make_kernel(mul2.info, Gelu, {}, 1)
         pg.replace([div, erf, add, mul1, mul2], [CompiledNode(kernel.node, kernel, (x,), mul2.outputs)])

@@ -485,3 +485,17 @@ def assert_same_arrays(here: dict, there) -> None:
     assert sorted(there.files) == sorted(here)
     for key, bits in here.items():
         assert np.array_equal(there[key], bits), key
+
+
+# The start of a child process's script that lists, in ``compiled``, the qualified names of
+# the functions numba compiles in that process from then on (its event API).
+RECORD_COMPILES = r"""
+from numba.core import event
+compiled = []
+class _Compiled(event.Listener):
+    def on_start(self, e):
+        pass
+    def on_end(self, e):
+        compiled.append(e.data["dispatcher"].py_func.__qualname__)
+event.register("numba:compile", _Compiled())
+"""

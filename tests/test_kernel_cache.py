@@ -16,7 +16,7 @@ from onnx import TensorProto, helper
 import graphrt
 from graphrt import cache
 
-from .helpers import ROOT
+from .helpers import RECORD_COMPILES, ROOT
 
 # Runs a small element-wise model in the element type argv[2] ("float32", "float64" or
 # both, comma-separated) and prints which graphrt it imported, the kernels it compiled
@@ -238,27 +238,19 @@ def test_kernels_compiled_by_the_helper_process_give_the_same_bits(tmp_path):
 
 # A session over a Gemm, its first run; prints the graphrt functions this process compiled
 # and the result's bytes.
-TILES = r"""
+TILES = RECORD_COMPILES + r"""
 import json, sys
 import numpy as np
-from numba.core import event
-names = []
-class Names(event.Listener):
-    def on_start(self, e):
-        pass
-    def on_end(self, e):
-        names.append(e.data["dispatcher"].py_func.__qualname__)
-event.register("numba:compile", Names())
 import graphrt
 from graphrt.kernels.gemm import microkernel
 _fill = microkernel._fill
 def fill(kt, *key):
     _fill(kt, *key)
-    names.append("FILL:" + key[2])      # a table's entry and callees in place
+    compiled.append("FILL:" + key[2])   # a table's entry and callees in place
 microkernel._fill = fill
 sess = graphrt.Session(sys.argv[1])
 x = np.linspace(-1, 1, 6 * 40, dtype=np.float32).reshape(6, 40)
-print(json.dumps({"names": names, "bytes": sess.run(None, {"x": x})[0].tobytes().hex()}))
+print(json.dumps({"names": compiled, "bytes": sess.run(None, {"x": x})[0].tobytes().hex()}))
 """
 
 

@@ -11,25 +11,14 @@ import sys
 import numpy as np
 import pytest
 
-CHILD = r"""
+from .helpers import RECORD_COMPILES
+
+CHILD = RECORD_COMPILES + r"""
 import json, sys
 import numpy as np
-from numba.core import event
 from onnx import TensorProto, helper
 import graphrt
 
-compiled = []
-
-
-class Compiled(event.Listener):
-    def on_start(self, e):
-        pass
-
-    def on_end(self, e):
-        compiled.append(e.data["dispatcher"].py_func.__qualname__)
-
-
-event.register("numba:compile", Compiled())
 op, exact = sys.argv[1], sys.argv[2] == "exact"
 x = np.random.default_rng(0).standard_normal((64, 32, 48)).astype(np.float32)
 x[3, 4, 5] = np.nan

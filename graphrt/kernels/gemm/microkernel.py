@@ -204,7 +204,7 @@ def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols
 
 FEW = True          # bound per entry (_tile_product's docstring)
 BLOCKED = True
-# bound per function: calls of the blocked path and the few-rows paths (_callees)
+# bound per function: calls of the blocked path and the few-rows paths (_AT, _direct)
 BLOCK_AT = FEW_ROWS_AT = DOT_ROWS_AT = None
 NO_TABLE = np.zeros(0, dtype=np.int64)
 

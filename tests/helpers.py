@@ -24,7 +24,7 @@ from onnx.reference import ReferenceEvaluator
 
 import graphrt
 from graphrt import SessionError, SessionOptions
-from graphrt.kernels.core.base import InferContext, NodeInfo, RunContext
+from graphrt.kernels.core.base import InferContext, NodeInfo, RunContext, fold_run
 
 from .models import make
 
@@ -391,13 +391,18 @@ def kernel_infer(cls, inputs, attrs=None, opset=13, exact=False, unknown=()):
     return kernel, ctx
 
 
-def kernel_run(cls, inputs, attrs=None, opset=13, exact=False):
-    """The kernel's first output: its constant when infer folds it, else a run's."""
+def kernel_run(cls, inputs, attrs=None, opset=13, exact=False, fold=False):
+    """The kernel's first output: its constant when infer folds it, else a run's (run as a
+    constant fold where ``fold``)."""
     kernel, ctx = kernel_infer(cls, inputs, attrs, opset, exact)
     if ctx.constants[0] is not None:
         return ctx.constants[0]
     outs = [np.empty(s, d) for d, s in zip(ctx.out_dtypes, ctx.out_shapes)]
-    kernel.run(RunContext(kernel.node, list(inputs), outs, ctx.prepared, exact))
+    run_ctx = RunContext(kernel.node, list(inputs), outs, ctx.prepared, exact)
+    if fold:
+        fold_run(kernel, run_ctx)
+    else:
+        kernel.run(run_ctx)
     return outs[0]
 
 

@@ -8,6 +8,7 @@ from onnx import helper
 import graphrt
 from graphrt.passes.table import ALL as PASSES
 
+from .helpers import RECORD_COMPILES
 from .models import F, const, make, tensor
 
 n = helper.make_node
@@ -324,3 +325,91 @@ def test_qdq_groups_run_as_integer_operators(form):
     want = ort.InferenceSession(model.SerializeToString(),
                                 providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     assert np.abs(got - want).max() <= QDQ_STEP * 1.001
+
+
+def _payload_nans(*shape):
+    """float32 values with NaNs of several payloads and signs (bits a copy must keep)."""
+    bits = rng.integers(0, 2**32, shape, dtype=np.uint64).astype(np.uint32)
+    bits[..., 0] = 0x7FC00001
+    bits[..., -1] = 0xFFA00003
+    return bits.view(np.float32)
+
+
+def _folds():
+    from graphrt.kernels.elementwise import arithmetic as ar, cast, compare as cp, select
+    from graphrt.kernels.tensor import expand, gather, layout
+    i64 = np.array([[2**62, 3, -5, 2**63 - 1]]), np.array([[4], [7], [-2**62]])
+    big = np.array([2**62 + 2**38 + 1, -(2**53) - 1, 300, -129, 2**31, 16777217])
+    return [
+        (ar.Mul, i64, {}), (ar.Add, i64, {}), (ar.Sub, i64, {}),
+        (ar.Add, (np.array([100, -128, 7], np.int8), np.array(100, np.int8)), {}),
+        (ar.Sub, (np.array([0, 5], np.uint32), np.array([[1], [9]], np.uint32)), {}),
+        (cp.Equal, i64, {}), (cp.GreaterOrEqual, i64, {}),
+        (cp.Less, (np.array([0, 200, 255], np.uint8), np.array([[1], [255]], np.uint8)), {}),
+        (cp.And, (rng.random((2, 3)) < 0.5, rng.random(3) < 0.5), {}),
+        (cp.Xor, (rng.random((2, 3)) < 0.5, rng.random((2, 1)) < 0.5), {}),
+        (cp.BitwiseAnd, (np.array([-1, 0x1234], np.int16), np.array([0x0FF0], np.int16)), {}),
+        (select.Where, (rng.random((2, 1)) < 0.5, _payload_nans(2, 3), _payload_nans(1, 3)), {}),
+        (expand.Expand, (_payload_nans(3, 1), np.array([2, 1, 4])), {}),
+        (gather.Gather, (_payload_nans(4, 5), np.array([[-1, 0], [2, -5]])), {"axis": 1}),
+        (gather.GatherElements, (rng.integers(-9, 9, (3, 4)), np.array([[-1, 0, 2, 1], [0, -3, 1, 2]])),
+         {"axis": 0}),
+        (layout.Transpose, (rng.integers(0, 2**16, (2, 3, 4)).astype(np.uint16),), {"perm": [2, 0, 1]}),
+        (layout.Concat, (_payload_nans(2, 1), _payload_nans(2, 3)), {"axis": -1}),
+    ] + [(cast.Cast, (x,), {"to": onnx.helper.np_dtype_to_tensor_dtype(np.dtype(to))})
+         for x, to in [(big, np.int8), (big, np.float32), (big, np.float64), (big, np.uint32),
+                       (np.array([0, 3, -1], np.int32), np.bool_),
+                       (np.array([True, False]), np.int64), (np.array([True, False]), np.float32),
+                       (np.array([2**32 - 1, 2**24 + 1], np.uint32), np.float32),
+                       (np.array([65535, 3], np.uint16), np.float64)]]
+
+
+@pytest.mark.parametrize("index", range(len(_folds())))
+def test_a_fold_numpy_computes_has_the_kernels_bits(index):
+    """Constant folds of integer and bool arithmetic, comparisons and element moves are
+    computed by numpy (no kernel compiled for them): the same bits as the kernel's run."""
+    from .helpers import kernel_run
+    cls, inputs, attrs = _folds()[index]
+    run = kernel_run(cls, list(inputs), attrs)
+    folded = kernel_run(cls, list(inputs), attrs, fold=True)
+    assert folded.dtype == run.dtype and folded.shape == run.shape
+    assert folded.tobytes() == run.tobytes()
+
+
+SHAPE_ARITHMETIC = RECORD_COMPILES + r"""
+import json
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+import graphrt
+n = helper.make_node
+c = lambda name, v: numpy_helper.from_array(np.asarray(v), name)
+nodes = [n("Mul", ["a", "b"], ["m"]), n("Equal", ["m", "b"], ["e"]), n("Not", ["e"], ["ne"]),
+         n("GreaterOrEqual", ["m", "a"], ["ge"]), n("And", ["ge", "e"], ["both"]),
+         n("Where", ["both", "m", "a"], ["w"]), n("Expand", ["w", "s"], ["x2"]),
+         n("Transpose", ["x2"], ["t"], perm=[1, 0]), n("Concat", ["t", "t"], ["cc"], axis=0),
+         n("Gather", ["cc", "i"], ["g"], axis=1), n("GatherElements", ["g", "j"], ["ge2"], axis=0),
+         n("Cast", ["ge2"], ["f"], to=TensorProto.FLOAT), n("Add", ["x", "f"], ["y"])]
+graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [c("a", [3, -1, 2]), c("b", [1, 1, 2]), c("s", [2, 3]), c("i", [-1]),
+                           c("j", [[0], [1]])])
+sess = graphrt.Session(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+print(json.dumps({"compiled": compiled, "pass_counts": sess.pass_counts}))
+"""
+
+
+def test_shape_arithmetic_folds_without_compiling(tmp_path):
+    """A fresh process folds integer shape arithmetic and element moves at session creation
+    without compiling a kernel (it compiled 0.1-0.4 s per operator and element type)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, GRAPHRT_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("NUMBA_CACHE_DIR", None)
+    proc = subprocess.run([sys.executable, "-c", SHAPE_ARITHMETIC], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    report = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert report["pass_counts"]["fold_constants"] >= 11
+    assert [f for f in report["compiled"] if "fast" in f or "exact" in f] == []

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import ErrorKind, SessionError
-from ..kernels.core.base import InferContext, RunContext
+from ..kernels.core.base import InferContext, RunContext, fold_run
 from .arena import Arena
 from .memory import MAX_SLAB, plan_slab
 
@@ -226,11 +226,13 @@ def evaluate_constant_node(node: CompiledNode, values: list, exact: bool) -> lis
 
 
 def _fold(node: CompiledNode, ins, outs, prepared, exact: bool) -> list[np.ndarray]:
-    """Run the node now on constant inputs: the same kernel, so the same bits."""
+    """Run the node now on constant inputs: the same kernel, so the same bits (where the
+    kernel lets numpy compute instead, numpy's bits are the same by construction:
+    kernels/core/base.py ``folding``)."""
     arrays = [np.empty(f.shape, f.dtype) if o >= 0 else None for f, o in zip(outs, node.outputs)]
     ctx = RunContext(node.info, [f.value if f is not None else None for f in ins], arrays,
                      prepared, exact, Arena(FOLD_ARENA))
-    run_kernel(node, ctx)
+    run_kernel(node, ctx, fold=True)
     return arrays
 
 
@@ -246,10 +248,14 @@ def infer_kernel(node: CompiledNode, ctx: InferContext) -> None:
                            node.info.name) from e
 
 
-def run_kernel(node: CompiledNode, ctx: RunContext) -> None:
-    """``kernel.run`` with foreign failures turned into a SessionError naming the node."""
+def run_kernel(node: CompiledNode, ctx: RunContext, fold: bool = False) -> None:
+    """``kernel.run`` (as a constant fold: ``fold_run``) with foreign failures turned into a
+    SessionError naming the node."""
     try:
-        node.kernel.run(ctx)
+        if fold:
+            fold_run(node.kernel, ctx)
+        else:
+            node.kernel.run(ctx)
     except SessionError:
         raise
     except Exception as e:  # a kernel bug or a numba typing failure

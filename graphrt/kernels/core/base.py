@@ -6,6 +6,7 @@ output or a constant output, may ask for run-time values, and may leave per-plan
 """
 from __future__ import annotations
 
+import contextvars
 import importlib
 
 from dataclasses import dataclass
@@ -113,6 +114,26 @@ def step_calls(kernel: OpKernel, ctx: RunContext):
 
 
 _CALLS_OWN_RUN: dict = {}
+
+
+_FOLDING: contextvars.ContextVar = contextvars.ContextVar("graphrt_folding", default=False)
+
+
+def folding() -> bool:
+    """Whether the kernel runs to fold constants (plan/build.py ``_fold``). Kernels whose
+    result numpy computes with the same bits -- moving elements of any type, integer and
+    bool arithmetic and comparisons -- then let numpy compute it: a fold runs once, mostly
+    on a few elements of shape arithmetic, and compiling a kernel for it cost 0.1-0.4 s."""
+    return _FOLDING.get()
+
+
+def fold_run(kernel: "OpKernel", ctx: "RunContext") -> None:
+    """``kernel.run(ctx)`` as a constant fold (``folding()`` is true inside)."""
+    token = _FOLDING.set(True)
+    try:
+        kernel.run(ctx)
+    finally:
+        _FOLDING.reset(token)
 
 
 def make_calls(calls) -> None:

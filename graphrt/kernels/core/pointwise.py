@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit, prange
 
 from ... import dtypes as _dt
-from .base import InferContext, OpKernel, RunContext
+from .base import InferContext, OpKernel, RunContext, folding
 from .broadcast import Walk, broadcast_shape, element_strides, put, row_offset, task_span
 from .floats import FLOATS, NARROW, compute_dtype, narrow, result_buffer, widen
 from .jit import Variants
@@ -293,6 +293,9 @@ class Binary(Pointwise):
 
     ALLOWED = _dt.NUMERIC | FLOATS
     CHANNEL_SLOPE = False       # opset < 7 PRelu: a 1-D second operand runs along axis 1
+    # numpy's ufunc of the same operation on integers and bools (the same bits: wrapping
+    # integer arithmetic, exact comparisons), which a constant fold of such operands uses
+    UFUNC = None
 
     def infer(self, ctx: InferContext) -> None:
         dt = ctx.same_dtype(0, 1)
@@ -335,6 +338,10 @@ class Binary(Pointwise):
     def run(self, ctx: RunContext) -> None:
         a, b = ctx.flat_in
         out = ctx.flat_out[0]
+        if self.UFUNC is not None and a.dtype.kind in "biu" and folding() and \
+                (self.node.domain != "" or self.node.opset >= 7):
+            self.UFUNC(ctx.inputs[0], ctx.inputs[1], out=ctx.outputs[0])
+            return
         buf = result_buffer(ctx, out)
         fn, args = self._call(ctx, widen(ctx, a), widen(ctx, b), buf)
         fn(*args)

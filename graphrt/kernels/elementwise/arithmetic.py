@@ -61,6 +61,7 @@ _IDIV = binary_variants(_idiv, "idiv")
 
 class Add(Binary):
     supports_exact = True
+    UFUNC = np.add
 
     def variants_for(self, dtype):
         return ADD_VARIANTS
@@ -68,6 +69,7 @@ class Add(Binary):
 
 class Sub(Binary):
     supports_exact = True
+    UFUNC = np.subtract
 
     def variants_for(self, dtype):
         return _SUB
@@ -75,6 +77,7 @@ class Sub(Binary):
 
 class Mul(Binary):
     supports_exact = True
+    UFUNC = np.multiply
 
     def variants_for(self, dtype):
         return _MUL

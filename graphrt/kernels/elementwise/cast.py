@@ -45,7 +45,7 @@ from numba import njit, prange
 
 from ... import dtypes as _dt
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.base import InferContext, OpKernel, RunContext, folding, scratch
 from ..core.floats import FLOAT8, optional_dtype
 from ..core.jit import Variants
 from ..core.pointwise import unary_variants
@@ -262,6 +262,14 @@ def target_type(node, verb: str, allowed=None) -> np.dtype:
     return target
 
 
+def _numpy_exact(src: np.dtype, dst: np.dtype) -> bool:
+    """Whether numpy's conversion has the kernel's bits: integers and bools to integers and
+    bools (wrapping, nonzero is true) or to float32/float64 (rounded to nearest even; from
+    unsigned types up to 32 bits, whose conversion is a signed one)."""
+    return (src.kind in "bi" or (src.kind == "u" and src.itemsize <= 4)) and \
+        (dst.kind in "biu" or dst in (_F32, np.dtype(np.float64)))
+
+
 class Cast(OpKernel):
     """y = x converted to the element type ``to`` (an ONNX type code)."""
 
@@ -319,6 +327,9 @@ class Cast(OpKernel):
     def run(self, ctx: RunContext) -> None:
         wide, plan = ctx.prepared
         x, out = ctx.flat_in[0], ctx.flat_out[0]
+        if folding() and _numpy_exact(x.dtype, out.dtype):
+            np.copyto(out, x, casting="unsafe")
+            return
         if wide is not None:
             w = scratch(ctx, wide, x.size)
             np.copyto(w, x, casting="unsafe")

@@ -96,6 +96,7 @@ class _Compare(Binary):
 class Equal(_Compare):
     ALLOWED = _dt.ALL_TENSOR | HALF | {_STRING}
     VARIANTS = binary_variants(_equal, "equal")
+    UFUNC = np.equal
 
     def infer(self, ctx: InferContext) -> None:
         if ctx.same_dtype(0, 1) != _STRING:
@@ -113,33 +114,40 @@ class Equal(_Compare):
 
 class Less(_Compare):
     VARIANTS = binary_variants(_less, "less")
+    UFUNC = np.less
 
 
 class Greater(_Compare):
     VARIANTS = binary_variants(_greater, "greater")
+    UFUNC = np.greater
 
 
 class LessOrEqual(_Compare):
     VARIANTS = binary_variants(_less_equal, "less_equal")
+    UFUNC = np.less_equal
 
 
 class GreaterOrEqual(_Compare):
     VARIANTS = binary_variants(_greater_equal, "greater_equal")
+    UFUNC = np.greater_equal
 
 
 class And(_Compare):
     ALLOWED = _dt.BOOL
     VARIANTS = binary_variants(_and, "and")
+    UFUNC = np.logical_and
 
 
 class Or(_Compare):
     ALLOWED = _dt.BOOL
     VARIANTS = binary_variants(_or, "or")
+    UFUNC = np.logical_or
 
 
 class Xor(_Compare):
     ALLOWED = _dt.BOOL
     VARIANTS = binary_variants(_xor, "xor")
+    UFUNC = np.logical_xor
 
 
 class Not(Unary):
@@ -155,14 +163,17 @@ class _Bitwise(Binary):
 
 class BitwiseAnd(_Bitwise):
     VARIANTS = binary_variants(_bit_and, "bitwise_and")
+    UFUNC = np.bitwise_and
 
 
 class BitwiseOr(_Bitwise):
     VARIANTS = binary_variants(_bit_or, "bitwise_or")
+    UFUNC = np.bitwise_or
 
 
 class BitwiseXor(_Bitwise):
     VARIANTS = binary_variants(_bit_xor, "bitwise_xor")
+    UFUNC = np.bitwise_xor
 
 
 class BitwiseNot(Unary):

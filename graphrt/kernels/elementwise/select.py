@@ -11,7 +11,7 @@ from numba import prange
 
 from ... import dtypes as _dt
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext, make_calls
+from ..core.base import InferContext, OpKernel, RunContext, folding, make_calls
 from ..core.broadcast import Walk, broadcast_shape, element_strides, row_offset, task_span
 from ..core.jit import Variants
 
@@ -75,7 +75,7 @@ class Where(OpKernel):
                       w.tasks))]
 
     def run(self, ctx: RunContext) -> None:
-        calls = self.jit_calls(ctx)
+        calls = None if folding() else self.jit_calls(ctx)
         if calls is None:
             ctx.outputs[0][...] = np.where(*ctx.inputs)
             return

@@ -19,7 +19,7 @@ from numba import njit, prange
 from numpy.lib.stride_tricks import as_strided
 
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext, make_calls
+from ..core.base import InferContext, OpKernel, RunContext, folding, make_calls
 from ..core.broadcast import BLOCK, PARALLEL_MIN, Walk, row_offset
 from ..core.jit import Variants
 from ..core.words import word_of
@@ -113,7 +113,7 @@ class Window:
 
     def __call__(self, x: np.ndarray, out: np.ndarray) -> None:
         """``x`` and ``out`` are 1-D (RunContext.flat_in / flat_out)."""
-        calls = self.calls(x, out)
+        calls = None if folding() else self.calls(x, out)
         if calls is None:
             view = as_strided(x[self.base:], self.shape,
                               [s * self.itemsize for s in self.strides])
@@ -161,7 +161,7 @@ class Take:
 
     def __call__(self, x: np.ndarray, idx: np.ndarray, out: np.ndarray) -> None:
         """``x``, ``idx``, ``out`` are 1-D."""
-        calls = self.calls(x, idx, out)
+        calls = None if folding() else self.calls(x, idx, out)
         if calls is None:
             got = np.take(x.reshape(self.outer, self.n, self.inner), idx, axis=1)
             out.reshape(self.outer, self.m, self.inner)[...] = got
@@ -257,7 +257,7 @@ class GatherElements(_AlongAxis):
         word, n, axis, shape, sx, step, rows, fn = ctx.prepared
         idx = ctx.flat_in[1]
         check_range(self.node, idx, n, "index")
-        if word is None:
+        if word is None or folding():
             x = ctx.inputs[0][along(shape, axis)]
             ctx.outputs[0][...] = np.take_along_axis(x, ctx.inputs[1], axis)
         elif rows:

@@ -12,7 +12,7 @@ import math
 import numpy as np
 from numba import prange
 
-from ..core.base import InferContext, OpKernel, RunContext, make_calls
+from ..core.base import InferContext, OpKernel, RunContext, folding, make_calls
 from ..core.broadcast import BLOCK, PARALLEL_MIN, Walk
 from ..core.jit import Variants
 from ..core.words import numeric_word
@@ -84,7 +84,7 @@ class Transpose(OpKernel):
         ctx.set_output(0, dt, out_shape)
         word = numeric_word(dt)
         if word is None:
-            ctx.prepared = (None, perm)
+            ctx.prepared = (None, perm, None)
             return
         strides = [0] * r
         step = 1
@@ -95,10 +95,10 @@ class Transpose(OpKernel):
         # axes and expects a unit axis to have stride 0, which a permuted stride is not.
         kept = [d for d in range(r) if out_shape[d] != 1]
         walk = Walk([out_shape[d] for d in kept], [[strides[perm[d]] for d in kept]])
-        ctx.prepared = (word, (walk, STRIDED_GATHER.get(False, walk.parallel)))
+        ctx.prepared = (word, perm, (walk, STRIDED_GATHER.get(False, walk.parallel)))
 
     def jit_calls(self, ctx: RunContext):
-        word, data = ctx.prepared
+        word, _, data = ctx.prepared
         if word is None:
             return None
         w, fn = data
@@ -106,7 +106,7 @@ class Transpose(OpKernel):
                       w.strides[0], w.block, w.tasks))]
 
     def run(self, ctx: RunContext) -> None:
-        calls = self.jit_calls(ctx)
+        calls = None if folding() else self.jit_calls(ctx)
         if calls is None:
             np.copyto(ctx.outputs[0], np.transpose(ctx.inputs[0], ctx.prepared[1]))
             return
@@ -169,7 +169,7 @@ class Concat(OpKernel):
                 for i, chunk, offset, block, tasks in parts]
 
     def run(self, ctx: RunContext) -> None:
-        calls = self.jit_calls(ctx)
+        calls = None if folding() else self.jit_calls(ctx)
         if calls is None:
             np.concatenate(ctx.inputs, axis=ctx.prepared[1], out=ctx.outputs[0])
             return

@@ -2,8 +2,8 @@
 
     python -m benchmarks.steps [--steps 300] [--threads 1]
 
-Each model is a chain of ``--steps`` operators of one kind on a 4 x 4 float32 tensor, so a
-run is almost all dispatch: the time a run takes divided by the number of operators is what a
+Each model is a chain of ``--steps`` operators of one kind on a 4 x 4 float32 tensor (a
+1 x 8 x 6 x 6 image for convolutions and pools), so a run is almost all dispatch: the time a run takes divided by the number of operators is what a
 step costs beyond its (tiny) kernel. graphrt's runs are timed after its jitted schedule
 compiled (Session.wait_for_schedules); both runtimes run in one process, alternating blocks
 of runs, and the best block of each counts. The models are made with onnx.helper (this
@@ -23,6 +23,12 @@ import graphrt
 from .run import settled
 
 SHAPE = [4, 4]
+IMAGE = [1, 8, 6, 6]
+CONVS = {"Conv1x1": (1, 1), "Conv3x3": (3, 1), "DepthwiseConv": (3, 8)}     # kernel, group
+
+
+def shape_of(kind: str) -> list:
+    return IMAGE if kind in CONVS or kind.endswith("Pool") else SHAPE
 
 
 def _chain(kind: str, steps: int):
@@ -31,6 +37,12 @@ def _chain(kind: str, steps: int):
     if kind == "Gemm":
         w = np.random.default_rng(0).standard_normal(SHAPE).astype(np.float32) / 4
         inits.append(numpy_helper.from_array(w, "w"))
+    if kind in CONVS:
+        k, group = CONVS[kind]
+        c = IMAGE[1]
+        w = np.random.default_rng(0).standard_normal((c, c // group, k, k)).astype(np.float32)
+        inits += [numpy_helper.from_array(w / (k * k * c // group), "w"),
+                  numpy_helper.from_array(np.zeros(c, np.float32), "b")]
     if kind == "LayerNormalization":
         inits += [numpy_helper.from_array(np.ones(4, np.float32), "g"),
                   numpy_helper.from_array(np.zeros(4, np.float32), "b")]
@@ -45,6 +57,13 @@ def _chain(kind: str, steps: int):
                                               axis=1))
         elif kind == "Transpose":
             nodes.append(helper.make_node("Transpose", [prev], [out], perm=[1, 0]))
+        elif kind in CONVS:
+            k = CONVS[kind][0]
+            nodes.append(helper.make_node("Conv", [prev, "w", "b"], [out], group=CONVS[kind][1],
+                                          pads=[k // 2] * 4))
+        elif kind.endswith("Pool"):
+            nodes.append(helper.make_node(kind, [prev], [out], kernel_shape=[3, 3],
+                                          pads=[1, 1, 1, 1]))
         elif kind == "Gemm":
             nodes.append(helper.make_node("Gemm", [prev, "w"], [out]))
         elif kind == "LayerNormalization":
@@ -58,8 +77,9 @@ def _chain(kind: str, steps: int):
 def model(kind: str, steps: int) -> bytes:
     steps += steps % 2 if kind == "Split+Concat" else 0
     nodes, inits, out = _chain(kind, steps)
-    g = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, SHAPE)],
-                          [helper.make_tensor_value_info(out, TensorProto.FLOAT, SHAPE)], inits)
+    shape = shape_of(kind)
+    g = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                          [helper.make_tensor_value_info(out, TensorProto.FLOAT, shape)], inits)
     return helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]).SerializeToString()
 
 
@@ -73,7 +93,8 @@ def _best(fn, runs: int, blocks: int) -> float:
     return best
 
 
-KINDS = ["Relu", "Softmax", "LayerNormalization", "Transpose", "Split+Concat", "Gemm"]
+KINDS = ["Relu", "Softmax", "LayerNormalization", "Transpose", "Split+Concat", "Gemm",
+         *CONVS, "MaxPool", "AveragePool"]
 
 
 def main(argv=None) -> int:
@@ -83,10 +104,10 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--kinds", nargs="*", default=KINDS)
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    x = np.random.default_rng(1).standard_normal(SHAPE).astype(np.float32)
     print(f"| operator | steps | graphrt µs/run | graphrt µs/step | onnxruntime µs/step | ratio |")
     print("|---|---|---|---|---|---|")
     for kind in args.kinds:
+        x = np.random.default_rng(1).standard_normal(shape_of(kind)).astype(np.float32)
         data = model(kind, args.steps)
         g = graphrt.Session(data, graphrt.SessionOptions(intra_op_threads=args.threads))
         settled(g, lambda: g.run(None, {"x": x}))

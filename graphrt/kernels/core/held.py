@@ -17,15 +17,17 @@ import numpy as np
 _THREADS = threading.local()
 
 
-def held_buffer(dtype, shape: tuple, holder: dict | None = None) -> np.ndarray:
+def held_buffer(dtype, shape: tuple, holder: dict | None = None, use: str = "") -> np.ndarray:
     """The uninitialised buffer of ``dtype`` and ``shape`` kept in ``holder`` (this Python
-    thread's holder when None), made at the first request."""
+    thread's holder when None), made at the first request; ``use`` keeps a kernel's buffers
+    apart from others of the same type and shape that its own calls take at the same time
+    (the products' scratch)."""
     if holder is None:
         holder = getattr(_THREADS, "holder", None)
         if holder is None:
             holder = _THREADS.holder = {}
-    key = (np.dtype(dtype), shape)
+    key = (use, np.dtype(dtype), shape)
     buf = holder.get(key)
     if buf is None:
-        buf = holder[key] = np.empty(shape, key[0])
+        buf = holder[key] = np.empty(shape, key[1])
     return buf

@@ -472,6 +472,12 @@ def ready(kt: np.ndarray) -> np.ndarray:
     return kt
 
 
+def passed(kt: np.ndarray) -> np.ndarray:
+    """``kt`` as a call made now passes it: filled (``ready``), unless the run making its
+    calls fills the tables once they are all made (``DEFER``)."""
+    return kt if DEFER.get() else ready(kt)
+
+
 def unfilled() -> list:
     """(table, helper) of each table ``ready`` has not filled yet: ``helper`` the Event the
     helper process sets when it has compiled that table's entry (prefetch_tiles), else None."""

@@ -286,10 +286,9 @@ class _TileCall:
         Python work)."""
         if not self.own:
             return None
-        kt = self.kt if microkernel.DEFER.get() else microkernel.ready(self.kt)
         return self.fn, (a, b, c, out, self.offa, self.offb, self.geo, self.alpha, self.beta,
                          self.unit, self._tasks(batches), microkernel.work_for(out.dtype, holder),
-                         self.btab, kt)
+                         self.btab, microkernel.passed(self.kt))
 
     def __call__(self, a, b, c, out, batches: int | None = None) -> None:
         call = self.call_of(a, b, c, out, batches)

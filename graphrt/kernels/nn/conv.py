@@ -24,9 +24,10 @@ import numpy as np
 from numba import njit, prange
 
 from ...threads import ensure_layer
-from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.broadcast import PARALLEL_MIN
-from ..core.floats import compute_dtype, narrow, result_buffer, wide_constants, widen_input
+from ..core.floats import NARROW, compute_dtype, narrow, result_buffer, wide_constants, widen_input
+from ..core.held import held_buffer
 from ..core.jit import Variants
 from ..core.pointwise import scale_shift_relu
 from ..core.runs import copy_run, zero_run
@@ -306,28 +307,28 @@ class ConvPlan:
 
 
 def _finish(exact, p, y, b, images, grid=None):
-    """The bias, or absorbed scale-and-shift stages, and an absorbed Relu, over ``images``
-    images of the product in y, or in ``grid`` (the implicit-GEMM path's output grid, p.grid
-    elements a plane, its rows phase_layout's wq wide), written into y."""
+    """The call that applies the bias, or absorbed scale-and-shift stages, and an absorbed
+    Relu, over ``images`` images of the product in y, or in ``grid`` (the implicit-GEMM
+    path's output grid, p.grid elements a plane, its rows phase_layout's wq wide), written
+    into y; None where nothing is left to do."""
     if not y.size:
-        return
+        return None
     src, ow_, wq, sp = y, p.out_size, p.out_size, 0
     if grid is not None:
         src, ow_, wq, sp = grid, int(p.geo[OW]), layout_of(p.geo)[2], p.grid
     elif b is None and not p.relu and p.affine is None:
-        return
+        return None
     big = y.size >= PARALLEL_MIN
     if p.affine is not None:
         sc, sh = p.affine[:2]
-        SCALE_SHIFT[p.relu].get(exact, big)(y, src, sh, images * p.m, p.m, p.out_size, sc,
-                                            ow_, wq, sp)
-        return
+        return SCALE_SHIFT[p.relu].get(exact, big), (y, src, sh, images * p.m, p.m, p.out_size,
+                                                     sc, ow_, wq, sp)
     if b is None and not p.relu:
         variants = FROM_GRID
     else:
         variants = (BIAS_RELU if b is not None else ONLY_RELU) if p.relu else ADD_BIAS
-    variants.get(exact, big)(y, src, y if b is None else b, images * p.m, p.m, p.out_size, y,
-                             ow_, wq, sp)
+    return variants.get(exact, big), (y, src, y if b is None else b, images * p.m, p.m,
+                                      p.out_size, y, ow_, wq, sp)
 
 
 def _implicit(p, g, k, exact):
@@ -455,28 +456,61 @@ class Conv(GroupedConv):
             _implicit(p, g, k, ctx.exact)
         ctx.prepared = p
 
-    def run(self, ctx: RunContext) -> None:
-        p = ctx.prepared
+    def jit_calls(self, ctx: RunContext):
+        """The run's calls, its scratch held by the run state; None for float16 and bfloat16
+        (widened first) and where the BLAS computes the products (Python around it)."""
+        if ctx.flat_out[0].dtype in NARROW:
+            return None
         x, w, b, y = self.operands(ctx)
+        calls, compiled = self._calls(ctx, x, w, b, y,
+                                      lambda dt, n: held_buffer(dt, n, ctx.held, "conv"), ctx.held)
+        return calls if compiled else None
+
+    def run(self, ctx: RunContext) -> None:
+        x, w, b, y = self.operands(ctx)
+        make_calls(self._calls(ctx, x, w, b, y, lambda dt, n: scratch(ctx, dt, n), None)[0])
+        narrow(ctx.flat_out[0], y)
+
+    def _calls(self, ctx: RunContext, x, w, b, y, buffer, holder):
+        """The convolution of the 1-D operands (in the type computed in) as calls, and
+        whether all are compiled (a product the BLAS computes is a call of the Product
+        itself); scratch from ``buffer(dtype, shape)``, the products' own kept in
+        ``holder``."""
+        p = ctx.prepared
         g = self.group
+        calls = []
+        compiled = [True]
+
+        def finish(ys, bias, images, grid=None):
+            call = _finish(ctx.exact, p, ys, bias, images, grid)
+            if call is not None:
+                calls.append(call)
+
+        def product(a, bmat, out, batches):
+            call = p.gemm.call_of(a, bmat, out, batches=batches, holder=holder)
+            if call is None and p.gemm.tiles is not None:       # the BLAS
+                call = p.gemm, (a, bmat, out, None, batches)
+                compiled[0] = False
+            if call is not None:
+                calls.append(call)
+
         if p.depthwise is not None:
-            work = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, p.phases[2]))
-            p.depthwise(x, w, y, p.geo, p.n * p.m, p.m // g, math.prod(p.geo[KD:KW + 1]),
-                        p.phases[3], work)
-            _finish(ctx.exact, p, y, b, p.n)
-            narrow(ctx.flat_out[0], y)
-            return
+            work = buffer(p.wdt, (numba.config.NUMBA_NUM_THREADS, p.phases[2]))
+            calls.append((p.depthwise, (x, w, y, p.geo, p.n * p.m, p.m // g,
+                                        math.prod(p.geo[KD:KW + 1]), p.phases[3], work)))
+            finish(y, b, p.n)
+            return calls, True
         if p.tiles is not None:
             fn, args, kt = p.tiles
-            cols = scratch(ctx, p.wdt, (numba.config.NUMBA_NUM_THREADS, args[3] * args[4]))
-            fn(x, w, y, p.geo, *args, cols, microkernel.work_for(p.wdt), microkernel.ready(kt))
-            _finish(ctx.exact, p, y, b, p.n)
-            narrow(ctx.flat_out[0], y)
-            return
+            cols = buffer(p.wdt, (numba.config.NUMBA_NUM_THREADS, args[3] * args[4]))
+            calls.append((fn, (x, w, y, p.geo, *args, cols, microkernel.work_for(p.wdt, holder),
+                               microkernel.passed(kt))))
+            finish(y, b, p.n)
+            return calls, True
         if p.grid is not None:
             ps = p.phases[0]
             nx = p.chunk * p.c * ps
-            buf = scratch(ctx, p.wdt, nx + p.chunk * p.m * p.grid)
+            buf = buffer(p.wdt, (nx + p.chunk * p.m * p.grid,))
             xp, grid = buf[:nx], buf[nx:]
             # the parallel form even for a few planes: numba compiles a parallel loop's body
             # with its arrays marked non-aliasing, and it ran 2-3 times as fast as the serial
@@ -484,17 +518,16 @@ class Conv(GroupedConv):
             split = SPLIT_PLANES.get(False, True)
             for n0 in range(0, p.n, p.chunk):
                 k = min(p.chunk, p.n - n0)
-                split(x[n0 * p.c * p.in_size:(n0 + k) * p.c * p.in_size], xp, p.geo, k * p.c, ps,
-                      p.phases[3])
-                p.gemm(w, xp, grid, batches=k * g)
-                _finish(ctx.exact, p, y[n0 * p.m * p.out_size:(n0 + k) * p.m * p.out_size], b,
-                        k, grid)
-            narrow(ctx.flat_out[0], y)
-            return
-        col = None if p.direct else scratch(ctx, p.wdt, (p.chunk * p.col_size,))
+                calls.append((split, (x[n0 * p.c * p.in_size:(n0 + k) * p.c * p.in_size], xp,
+                                      p.geo, k * p.c, ps, p.phases[3])))
+                product(w, xp, grid, k * g)
+                finish(y[n0 * p.m * p.out_size:(n0 + k) * p.m * p.out_size], b, k, grid)
+            return calls, compiled[0]
         if not p.direct:
             ps, taps = p.phases[:2]
-            xp = scratch(ctx, p.wdt, (p.chunk * p.c * ps,))
+            nx = p.chunk * p.c * ps
+            buf = buffer(p.wdt, (nx + p.chunk * p.col_size,))
+            xp, col = buf[:nx], buf[nx:]
         for n0 in range(0, p.n, p.chunk):
             k = min(p.chunk, p.n - n0)
             xs = x[n0 * p.c * p.in_size:(n0 + k) * p.c * p.in_size]
@@ -502,9 +535,10 @@ class Conv(GroupedConv):
             if not p.direct:
                 rows = k * p.col_size // max(1, p.out_size)
                 big = k * p.col_size >= PARALLEL_MIN
-                SPLIT_PLANES.get(False, big)(xs, xp, p.geo, k * p.c, ps, p.phases[3])
-                IM2COL.get(False, big)(xp, col, p.geo, rows, ps, taps)
+                calls.append((SPLIT_PLANES.get(False, big), (xs, xp, p.geo, k * p.c, ps,
+                                                             p.phases[3])))
+                calls.append((IM2COL.get(False, big), (xp, col, p.geo, rows, ps, taps)))
                 xs = col
-            p.gemm(w, xs, ys, batches=k * g)
-            _finish(ctx.exact, p, ys, b, k)
-        narrow(ctx.flat_out[0], y)
+            product(w, xs, ys, k * g)
+            finish(ys, b, k)
+        return calls, compiled[0]

@@ -98,19 +98,28 @@ def _narrow_half(src, dst):
             if nan else _float_bits_to_half(u)
 
 
+def convert_call(dst: np.ndarray, src: np.ndarray):
+    """The compiled call (kernel, args) that converts float16 <-> float32 arrays of one
+    contiguous shape with numpy's bits, or None where there is none (no F16C, other types
+    or layouts)."""
+    pair = (src.dtype, dst.dtype)
+    if not (F16C and pair in ((F16, F32), (F32, F16)) and src.flags.c_contiguous and
+            dst.flags.c_contiguous and src.shape == dst.shape):
+        return None
+    s, d = src.reshape(-1), dst.reshape(-1)
+    if pair[0] == F16:
+        return _widen_half, (s.view(np.uint16), d.view(np.uint32))
+    return _narrow_half, (s.view(np.uint32), d.view(np.uint16))
+
+
 def convert(dst: np.ndarray, src: np.ndarray) -> None:
     """np.copyto(dst, src, casting="unsafe"), compiled for float16 <-> float32 arrays of
     one contiguous shape (same bits as numpy)."""
-    pair = (src.dtype, dst.dtype)
-    if F16C and pair in ((F16, F32), (F32, F16)) and src.flags.c_contiguous and \
-            dst.flags.c_contiguous and src.shape == dst.shape:
-        s, d = src.reshape(-1), dst.reshape(-1)
-        if pair[0] == F16:
-            _widen_half(s.view(np.uint16), d.view(np.uint32))
-        else:
-            _narrow_half(s.view(np.uint32), d.view(np.uint16))
-        return
-    np.copyto(dst, src, casting="unsafe")
+    call = convert_call(dst, src)
+    if call is None:
+        np.copyto(dst, src, casting="unsafe")
+    else:
+        call[0](*call[1])
 
 
 def widen(ctx: RunContext, a: np.ndarray | None, dtype=None) -> np.ndarray | None:

@@ -5,7 +5,8 @@
   (ONNX leaves those cases undefined; a defined answer keeps exact mode the same everywhere);
 - integer to integer: wrap-around (the low bits); to float: round to nearest even;
 - float to float: round to nearest even; in exact mode a NaN result is the canonical NaN.
-float16 (which numba cannot compute with) is converted by numpy, with the same rules.
+float16 (which numba cannot compute with) is converted by numpy, with the same rules; in fast
+mode float16 <-> float32 by LLVM's conversions where the CPU has F16C (numpy's bits).
 
 The types numpy lacks (ml_dtypes dtypes, see dtypes.EXOTIC), which numba cannot compute in:
 
@@ -46,7 +47,7 @@ from numba import njit, prange
 from ... import dtypes as _dt
 from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext, folding, scratch
-from ..core.floats import FLOAT8, optional_dtype
+from ..core.floats import F16C, FLOAT8, convert_call, optional_dtype
 from ..core.jit import Variants
 from ..core.pointwise import unary_variants
 from ..tensor.gather import blocks
@@ -219,7 +220,8 @@ def _present(pairs):
     return {dt: v for dt, v in pairs if dt is not None}
 
 
-_F32, _I8, _U8 = np.dtype(np.float32), np.dtype(np.int8), np.dtype(np.uint8)
+_F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
+_I8, _U8 = np.dtype(np.int8), np.dtype(np.uint8)
 # exotic type -> the standard type holding each of its values exactly
 _WIDE = _present([(dt, _F32) for dt in map(optional_dtype, (16, 17, 18, 19, 20, 23, 24))]
                  + [(optional_dtype(21), _U8), (optional_dtype(22), _I8), (optional_dtype(25), _U8), (optional_dtype(26), _I8)])
@@ -320,7 +322,7 @@ class Cast(OpKernel):
     def jit_calls(self, ctx: RunContext):
         """The conversion kernel's one call where the input needs no widening first."""
         wide, plan = ctx.prepared
-        if wide is not None or plan[0] != "kernel":
+        if wide is not None or plan[0] not in ("kernel", "half"):
             return None
         return [_kernel_call(plan, ctx.flat_in[0], ctx.flat_out[0])]
 
@@ -339,7 +341,7 @@ class Cast(OpKernel):
             out[...] = x
         elif how == "numpy":
             _numpy_cast(x, out, plan[1], ctx.exact)
-        elif how == "kernel":
+        elif how in ("kernel", "half"):
             fn, args = _kernel_call(plan, x, out)
             fn(*args)
         elif how == "low":
@@ -358,7 +360,9 @@ class Cast(OpKernel):
 
 
 def _kernel_call(plan, x, out):
-    """(kernel, args) of a "kernel" plan converting flat ``x`` into flat ``out``."""
+    """(kernel, args) of a "kernel" or "half" plan converting flat ``x`` into flat ``out``."""
+    if plan[0] == "half":
+        return convert_call(out, x)
     _, fn, extra, block, tasks = plan
     return fn, (x, out, *extra, block, tasks)
 
@@ -366,7 +370,9 @@ def _kernel_call(plan, x, out):
 def _standard_plan(src, dst, exact, parallel, block, tasks):
     if src == dst:
         return ("copy",)
-    if np.dtype(np.float16) in (src, dst):
+    if {src, dst} == {_F16, _F32} and F16C and not exact:
+        return ("half",)        # exact mode: numpy's conversion, then the canonical NaN
+    if _F16 in (src, dst):
         return ("numpy", _float16_bounds(src, dst))
     if dst == np.bool_:
         return ("kernel", _TO_BOOL.get(exact, parallel), (), block, tasks)

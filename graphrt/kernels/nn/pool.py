@@ -32,10 +32,11 @@ from numba import njit, prange
 from ... import dtypes as _dt
 from ...errors import ErrorKind
 from ...threads import ensure_layer
-from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.broadcast import PARALLEL_MIN
 
-from ..core.floats import compute_dtype, narrow, result_buffer, widen
+from ..core.floats import NARROW, compute_dtype, narrow, result_buffer, widen
+from ..core.held import held_buffer
 from ..core.jit import Variants
 from ..core.runs import copy_run
 from ..core.words import numeric_word
@@ -346,19 +347,30 @@ class _Pool(OpKernel):
                 p.lowest, p.pad = p.zero, wide.type(-0.0)
         ctx.prepared = p
 
+    def jit_calls(self, ctx: RunContext):
+        """The pooling kernel's one call, its scratch held by the run state; None for
+        float16 and bfloat16 (widened first)."""
+        if ctx.flat_out[0].dtype in NARROW:
+            return None
+        return [self._call(ctx, ctx.flat_in[0], ctx.flat_out[0],
+                           lambda dt, n: held_buffer(dt, n, ctx.held, "pool"))]
+
     def run(self, ctx: RunContext) -> None:
-        p = ctx.prepared
-        x = widen(ctx, ctx.flat_in[0])
         y = result_buffer(ctx, ctx.flat_out[0])
-        ind = ctx.flat_out[1] if len(ctx.flat_out) > 1 else None
-        if p.rows is not None:
-            work = scratch(ctx, y.dtype, (numba.config.NUMBA_NUM_THREADS, p.work))
-            p.rows(x, y, p.geo, p.planes, *p.plane[:-1], p.lowest, p.pad, work)
-            narrow(ctx.flat_out[0], y)
-            return
-        p.fn(x, y, _NO_INDICES if ind is None else ind, p.geo, p.lim,
-             p.aux if ind is None else p.aux_ind, p.planes, p.zero, self.p)
+        make_calls([self._call(ctx, widen(ctx, ctx.flat_in[0]), y,
+                               lambda dt, n: scratch(ctx, dt, n))])
         narrow(ctx.flat_out[0], y)
+
+    def _call(self, ctx: RunContext, x, y, buffer):
+        """The pooling of x (in the type computed in) into y as one call; scratch from
+        ``buffer(dtype, shape)``."""
+        p = ctx.prepared
+        if p.rows is not None:
+            work = buffer(y.dtype, (numba.config.NUMBA_NUM_THREADS, p.work))
+            return p.rows, (x, y, p.geo, p.planes, *p.plane[:-1], p.lowest, p.pad, work)
+        ind = ctx.flat_out[1] if len(ctx.flat_out) > 1 else None
+        return p.fn, (x, y, _NO_INDICES if ind is None else ind, p.geo, p.lim,
+                      p.aux if ind is None else p.aux_ind, p.planes, p.zero, self.p)
 
 
 class MaxPool(_Pool):

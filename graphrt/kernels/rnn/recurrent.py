@@ -35,9 +35,10 @@ import numpy as np
 from numba import njit, prange
 
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.broadcast import canonical_nans
-from ..core.floats import FLOATS, compute_dtype, widen
+from ..core.floats import FLOATS, NARROW, compute_dtype, widen
+from ..core.held import held_buffer
 from ..core.jit import Variants
 from ..gemm.microkernel import few_rows
 from ..gemm.product import Product
@@ -395,10 +396,46 @@ class _Recurrent(OpKernel):
         ctx.prepared = (product, recur, reset, np.array(geo, dtype=np.int64), work, tasks, fn,
                         fused, rt, wt, bounds, fixed)
 
+    def jit_calls(self, ctx: RunContext):
+        """The run's calls, its scratch held by the run state; None for float16 and
+        bfloat16 (widened first), with sequence_lens (checked in Python), and where a
+        product is the BLAS's or R is not a constant (Python around them)."""
+        if ctx.flat_in[0].dtype in NARROW or self._lens(ctx) is not None:
+            return None
+        calls, compiled = self._calls(ctx, lambda dt, n: held_buffer(dt, n, ctx.held, "rnn"),
+                                      ctx.held)
+        return calls if compiled else None
+
     def run(self, ctx: RunContext) -> None:
+        make_calls(self._calls(ctx, lambda dt, n: scratch(ctx, dt, n), None)[0])
+
+    @staticmethod
+    def _lens(ctx):
+        flat = ctx.flat_in
+        return flat[4] if len(flat) > 4 and flat[4] is not None else None
+
+    def _calls(self, ctx: RunContext, buffer, holder):
+        """The recurrence as calls, and whether all are compiled (Python ones: the BLAS's
+        products, R transposed per run, conversions from and to float16, Y zeroed past
+        sequence_lens); scratch from ``buffer(dtype, shape)``, the products' kept in
+        ``holder``. Inputs are widened and sequence_lens checked as the calls are made."""
         product, recur, reset, geo, work, tasks, fn, fused, r, wt, bounds, fixed = ctx.prepared
         zeros, full = fixed
-        block = scratch(ctx, work, (bounds[-1],))
+        calls = []
+        compiled = [True]
+
+        def python(f, *args):
+            calls.append((f, args))
+            compiled[0] = False
+
+        def multiply(prod, a, bmat, out):
+            call = prod.call_of(a, bmat, out, holder=holder)
+            if call is None:
+                python(prod, a, bmat, out)
+            else:
+                calls.append(call)
+
+        block = buffer(work, (bounds[-1],))
         xw, h, c, hr, hn, rh = (block[bounds[i]:bounds[i + 1]] for i in range(6))
         seq, batch, hs, dirs = (int(v) for v in geo[:4])
         g = self.GATES * hs
@@ -406,52 +443,65 @@ class _Recurrent(OpKernel):
         x = widen(ctx, flat[0], work)
         w = None if wt.size else widen(ctx, flat[1], work)     # (W^T made per plan)
         if r is None:
-            r = scratch(ctx, work, (dirs * hs * g,))
-            np.copyto(r.reshape(dirs, hs, g), ctx.inputs[2].transpose(0, 2, 1), casting="unsafe")
+            r = buffer(work, (dirs * hs * g,))
+            python(np.copyto, r.reshape(dirs, hs, g), ctx.inputs[2].transpose(0, 2, 1))
         b = self._optional(ctx, 3, work, zeros)
         p = self._optional(ctx, 7, work, zeros[:0])
-        if len(flat) > 4 and flat[4] is not None:
-            lens = flat[4]
-            if lens.size and (lens.min() < 0 or lens.max() > seq):
-                ctx.node.fail(f"sequence_lens must lie in [0, {seq}]", ErrorKind.INVALID_INPUT)
-        else:
+        lens = self._lens(ctx)
+        if lens is None:
             lens = full
+        elif lens.size and (lens.min() < 0 or lens.max() > seq):
+            ctx.node.fail(f"sequence_lens must lie in [0, {seq}]", ErrorKind.INVALID_INPUT)
         if not wt.size:
-            product(x, w, xw)
+            multiply(product, x, w, xw)
         # the state, (direction, batch entry, hidden) ordered whatever the layout
-        self._state(ctx, 5, h, dirs, batch, hs)
-        self._state(ctx, 6, c, dirs, batch, hs)
+        for i, state in ((5, h), (6, c)):
+            src = ctx.flat_in[i] if len(ctx.flat_in) > i else None
+            if src is None:
+                src = zeros[:0]
+            if src.dtype == work:
+                calls.append((_states, (src, state, dirs, batch, hs, self.layout, True)))
+            else:
+                python(np.copyto, state.reshape(dirs, batch, hs),
+                       ctx.inputs[i].transpose(1, 0, 2) if self.layout else ctx.inputs[i],
+                       "unsafe")
         y = ctx.flat_out[0] if len(ctx.flat_out) > 0 else None
-        ys = y if y is None or y.dtype == work else scratch(ctx, work, (y.size,))
+        ys = y if y is None or y.dtype == work else buffer(work, (y.size,))
         if ys is not None and lens.size and lens.min() < seq:
-            ys.fill(0)
+            python(ys.fill, 0)
         if not hn.size:
             hn = rh = hr
         y_arg = ys if ys is not None else hr[:0]
         clip = work.type(self.clip)
         consts = (self.codes, self.alphas, self.betas, ys is not None, clip, tasks)
         if fused:
-            fn(x, wt, xw, r, hr, hn, b, p, lens, y_arg, h, c, rh, geo, 0, seq, 0, *consts, True)
+            calls.append((fn, (x, wt, xw, r, hr, hn, b, p, lens, y_arg, h, c, rh, geo, 0, seq,
+                               0, *consts, True)))
         else:
             for s in range(seq):
-                recur(h, r, hr)
-                fn(x, wt, xw, r, hr, hn, b, p, lens, y_arg, h, c, rh, geo, s, s + 1, 0, *consts,
-                   False)
+                multiply(recur, h, r, hr)
+                calls.append((fn, (x, wt, xw, r, hr, hn, b, p, lens, y_arg, h, c, rh, geo, s,
+                                   s + 1, 0, *consts, False)))
                 if reset is not None:
-                    reset(rh, r, hn)
-                    fn(x, wt, xw, r, hr, hn, b, p, lens, y_arg, h, c, rh, geo, s, s + 1, 1,
-                       *consts, False)
+                    multiply(reset, rh, r, hn)
+                    calls.append((fn, (x, wt, xw, r, hr, hn, b, p, lens, y_arg, h, c, rh, geo,
+                                       s, s + 1, 1, *consts, False)))
         if ys is not None and ys is not y:
-            np.copyto(y, ys, casting="unsafe")
+            python(np.copyto, y, ys, "unsafe")
         for i, state in ((1, h), (2, c)):
-            out = ctx.outputs[i] if len(ctx.outputs) > i else None
-            if out is not None:
-                view = out.transpose(1, 0, 2) if self.layout else out
-                np.copyto(view, state.reshape(dirs, batch, hs), casting="unsafe")
+            out = ctx.flat_out[i] if len(ctx.flat_out) > i else None
+            if out is None:
+                continue
+            if out.dtype == work:
+                calls.append((_states, (state, out, dirs, batch, hs, self.layout, False)))
+            else:
+                view = ctx.outputs[i].transpose(1, 0, 2) if self.layout else ctx.outputs[i]
+                python(np.copyto, view, state.reshape(dirs, batch, hs), "unsafe")
         if ctx.exact:                       # NaN results as the canonical quiet NaN
             for out in ctx.flat_out:
                 if out is not None and out.dtype.kind == "f" and out.dtype.itemsize >= 4:
-                    canonical_nans(out)
+                    calls.append((canonical_nans, (out,)))
+        return calls, compiled[0]
 
     @staticmethod
     def _optional(ctx, i, work, zeros):
@@ -460,15 +510,27 @@ class _Recurrent(OpKernel):
             return widen(ctx, ctx.flat_in[i], work)
         return zeros
 
-    def _state(self, ctx, i, state, dirs, batch, hs):
-        """``state`` := a (direction, batch entry, hidden) copy of initial state input i
-        (zeros if absent)."""
-        if len(ctx.inputs) > i and ctx.inputs[i] is not None:
-            src = ctx.inputs[i]
-            np.copyto(state.reshape(dirs, batch, hs),
-                      src.transpose(1, 0, 2) if self.layout else src, casting="unsafe")
-        else:
-            state.fill(0)
+
+@njit(cache=True, nogil=True)
+def _states(src, dst, dirs, batch, hs, layout, inward):
+    """Copies between a state (direction, batch entry, hidden) ordered and the same values as
+    an input or output is laid out ((batch entry, direction, hidden) for layout 1): inward,
+    dst (the state) from src (the input; zeros when src is empty); else dst (the output)
+    from src (the state)."""
+    for d in range(dirs):
+        for e in range(batch):
+            so = (d * batch + e) * hs
+            lo = ((e * dirs + d) if layout else (d * batch + e)) * hs
+            if not inward:
+                for j in range(hs):
+                    dst[lo + j] = src[so + j]
+            elif src.size:
+                for j in range(hs):
+                    dst[so + j] = src[lo + j]
+            else:
+                for j in range(hs):
+                    dst[so + j] = 0
+
 
 
 class RNN(_Recurrent):

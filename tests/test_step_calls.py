@@ -1,0 +1,147 @@
+"""Steps that give compiled calls (OpKernel.jit_calls): convolutions, pools, recurrences and
+float16 casts. Their calls, made once per run state and replayed, give the bits of the
+kernel's own run, in both modes; they are compiled (no Python step) where the issue of one
+run path asks for it."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto, helper
+
+import graphrt
+from graphrt.kernels.core.base import make_calls, step_calls
+from graphrt.kernels.rnn import recurrent
+
+from .models import F, const, make, tensor
+
+n = helper.make_node
+
+
+def _image_model():
+    rng = np.random.default_rng(0)
+    c = 8
+
+    def w(m, cg, k):
+        return (rng.standard_normal((m, cg, k, k)) / (k * k * cg)).astype(np.float32)
+
+    nodes = [n("Conv", ["x", "w1", "b"], ["a"]),
+             n("Conv", ["a", "w3", "b"], ["b3"], pads=[1, 1, 1, 1]),
+             n("Conv", ["b3", "wd", "b"], ["d"], group=c, pads=[1, 1, 1, 1]),
+             n("Conv", ["d", "w3"], ["s"], strides=[2, 2], pads=[1, 1, 1, 1]),
+             n("MaxPool", ["d"], ["mp"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             n("AveragePool", ["mp"], ["ap"], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+               count_include_pad=1),
+             n("AveragePool", ["ap"], ["ap2"], kernel_shape=[2, 2], strides=[2, 2]),
+             n("MaxPool", ["ap"], ["mp2"], kernel_shape=[3, 3], strides=[2, 2], ceil_mode=1),
+             n("Add", ["ap2", "mp2"], ["y"])]
+    inits = [const("w1", w(c, c, 1)), const("w3", w(c, c, 3)), const("wd", w(c, 1, 3)),
+             const("b", rng.standard_normal(c).astype(np.float32))]
+    x = rng.standard_normal((2, c, 9, 9)).astype(np.float32)
+    x[0, 1, 2, 3] = np.nan
+    return make(nodes, [tensor("x", F, [2, c, 9, 9])], [tensor("y", F, None), tensor("s", F, None)],
+                inits), x
+
+
+def _recurrent_model(kind, layout=0, direction="bidirectional", lbr=0):
+    rng = np.random.default_rng(1)
+    seq, batch, isz, hs = 5, 3, 6, 4
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[kind]
+    dirs = 2 if direction == "bidirectional" else 1
+    inits = [const("w", (rng.standard_normal((dirs, gates * hs, isz)) / isz).astype(np.float32)),
+             const("r", (rng.standard_normal((dirs, gates * hs, hs)) / hs).astype(np.float32)),
+             const("bias", rng.standard_normal((dirs, 2 * gates * hs)).astype(np.float32) / 4)]
+    ins = ["x", "w", "r", "bias", "", "h0"]
+    state = (batch, dirs, hs) if layout else (dirs, batch, hs)
+    graph_ins = [tensor("x", F, [batch, seq, isz] if layout else [seq, batch, isz]),
+                 tensor("h0", F, list(state))]
+    attrs = dict(hidden_size=hs, direction=direction, layout=layout)
+    outs = ["y", "yh"]
+    if kind == "LSTM":
+        ins += ["c0", "p"]
+        graph_ins.append(tensor("c0", F, list(state)))
+        inits.append(const("p", rng.standard_normal((dirs, 3 * hs)).astype(np.float32) / 4))
+        outs.append("yc")
+    if kind == "GRU":
+        attrs["linear_before_reset"] = lbr
+    nodes = [n(kind, ins, outs, **attrs)]
+    model = make(nodes, graph_ins, [tensor(o, F, None) for o in outs], inits, opset=14)
+    feeds = {"x": rng.standard_normal((batch, seq, isz) if layout else (seq, batch, isz)),
+             "h0": rng.standard_normal(state), "c0": rng.standard_normal(state)}
+    names = {i.name for i in model.graph.input}
+    return model, {k: v.astype(np.float32) for k, v in feeds.items() if k in names}
+
+
+def _cast_model():
+    nodes = [n("Cast", ["x"], ["h"], to=TensorProto.FLOAT16), n("Cast", ["h"], ["y"], to=F)]
+    x = np.random.default_rng(2).standard_normal((3, 7)).astype(np.float32) * 1e3
+    x[0, :3] = [np.nan, np.inf, 1e5]         # (beyond float16's range: inf)
+    return make(nodes, [tensor("x", F, [3, 7])], [tensor("y", F, None)]), x
+
+
+def _each_step_calls_and_run(model, feeds, mode, compiled_ops):
+    """Run once; then, on the run state's buffers, each step's replayed calls and its own
+    run give the same bits, and the steps of ``compiled_ops`` give calls (no Python)."""
+    sess = graphrt.Session(model, graphrt.SessionOptions(mode=mode, intra_op_threads=1))
+    sess.run(None, feeds)
+    (key, entry), = sess._plans._entries
+    state = entry.take()
+    try:
+        seen = set()
+        for st, ctx in zip(entry.plan.steps, state.contexts):
+            if st.view or st.dynamic or ctx is None:
+                continue
+            op = st.node.info.op_type
+            calls = step_calls(st.node.kernel, ctx)
+            if op in compiled_ops:
+                assert calls is not None, op
+                seen.add(op)
+            in_place = any(np.shares_memory(i, o) for i in ctx.inputs if i is not None
+                           for o in ctx.outputs if o is not None)
+            if calls is None or in_place:       # (an in-place step cannot run twice)
+                assert not (in_place and op in compiled_ops), op
+                continue
+            make_calls(calls)
+            got = [o.tobytes() for o in ctx.outputs if o is not None]
+            for o in ctx.outputs:
+                if o is not None and o.dtype.kind == "f":
+                    o.fill(np.nan)
+            st.node.kernel.run(ctx)
+            assert [o.tobytes() for o in ctx.outputs if o is not None] == got, op
+            make_calls(calls)           # replayed: the same again
+            assert [o.tobytes() for o in ctx.outputs if o is not None] == got, op
+        assert seen == set(compiled_ops)
+    finally:
+        entry.give(state)
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_convolutions_and_pools_are_compiled_calls_with_their_runs_bits(mode):
+    model, x = _image_model()
+    _each_step_calls_and_run(model, {"x": x}, mode, {"Conv", "MaxPool", "AveragePool"})
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("case", [("LSTM", 0, "bidirectional", 0), ("LSTM", 1, "forward", 0),
+                                  ("GRU", 0, "reverse", 0), ("GRU", 1, "bidirectional", 1),
+                                  ("RNN", 0, "forward", 0)])
+@pytest.mark.parametrize("fused", [True, False])
+def test_recurrences_are_compiled_calls_with_their_runs_bits(case, fused, mode, monkeypatch):
+    """The whole sequence as calls: the fused call, or (forced here) a product and a gate
+    call per step."""
+    if not fused:
+        monkeypatch.setattr(recurrent, "FUSED_BATCH", 0)
+        monkeypatch.setattr(recurrent, "FUSED_WEIGHTS", 0)
+    model, feeds = _recurrent_model(*case)
+    _each_step_calls_and_run(model, feeds, mode, {case[0]})
+
+
+def test_float16_casts_are_compiled_calls_in_fast_mode():
+    """float32 <-> float16 in fast mode: numpy's bits (NaN, infinity, overflow) from LLVM's
+    conversions; exact mode keeps numpy's conversion and the canonical NaN."""
+    from graphrt.kernels.core.floats import F16C
+    model, x = _cast_model()
+    _each_step_calls_and_run(model, {"x": x}, "fast", {"Cast"} if F16C else set())
+    sess = graphrt.Session(model)
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want)

@@ -78,9 +78,36 @@ def _cast_model():
     return make(nodes, [tensor("x", F, [3, 7])], [tensor("y", F, None)]), x
 
 
+def _half_model():
+    """float16 throughout, as onnxconverter-common leaves a model: its steps compute in
+    float32 between conversions."""
+    rng = np.random.default_rng(3)
+    c = 4
+
+    def h(*shape):
+        return (rng.standard_normal(shape) / 4).astype(np.float16)
+
+    nodes = [n("Conv", ["x", "w", "b"], ["a"], pads=[1, 1, 1, 1]), n("Relu", ["a"], ["r"]),
+             n("MaxPool", ["r"], ["m"], kernel_shape=[2, 2], strides=[2, 2]),
+             n("AveragePool", ["m"], ["p"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             n("Reshape", ["p", "shape"], ["f"]), n("MatMul", ["f", "k"], ["q"]),
+             n("Add", ["q", "kb"], ["s"]),
+             n("LayerNormalization", ["s", "g", "beta"], ["l"], axis=-1),
+             n("MatMul", ["l", "l2"], ["ll"]), n("Softmax", ["ll"], ["sm"]),
+             n("Gemm", ["f", "k", "kb"], ["gm"]), n("Mul", ["gm", "sm"], ["y"])]
+    inits = [const("w", h(c, c, 3, 3)), const("b", h(c)), const("k", h(16, 16)),
+             const("kb", h(16)), const("g", h(16)), const("beta", h(16)),
+             const("shape", np.array([c * 2, 16], np.int64))]
+    model = make(nodes, [tensor("x", TensorProto.FLOAT16, [2, c, 8, 8]),
+                         tensor("l2", TensorProto.FLOAT16, [16, 16])],
+                 [tensor("y", TensorProto.FLOAT16, None)], inits)
+    return model, {"x": h(2, c, 8, 8), "l2": h(16, 16)}
+
+
 def _each_step_calls_and_run(model, feeds, mode, compiled_ops):
     """Run once; then, on the run state's buffers, each step's replayed calls and its own
-    run give the same bits, and the steps of ``compiled_ops`` give calls (no Python)."""
+    run give the same bits, and the steps of ``compiled_ops`` (all steps when None) give
+    calls (no Python)."""
     sess = graphrt.Session(model, graphrt.SessionOptions(mode=mode, intra_op_threads=1))
     sess.run(None, feeds)
     (key, entry), = sess._plans._entries
@@ -92,24 +119,33 @@ def _each_step_calls_and_run(model, feeds, mode, compiled_ops):
                 continue
             op = st.node.info.op_type
             calls = step_calls(st.node.kernel, ctx)
-            if op in compiled_ops:
+            if compiled_ops is None or op in compiled_ops:
                 assert calls is not None, op
                 seen.add(op)
-            in_place = any(np.shares_memory(i, o) for i in ctx.inputs if i is not None
-                           for o in ctx.outputs if o is not None)
-            if calls is None or in_place:       # (an in-place step cannot run twice)
-                assert not (in_place and op in compiled_ops), op
+            if calls is None:
                 continue
+            # inputs restored before each way of running (a step may run in place)
+            saved = [None if i is None else i.copy() for i in ctx.inputs]
+
+            def restore():
+                for i, v in zip(ctx.inputs, saved):
+                    if i is not None:
+                        np.copyto(i, v)
+
             make_calls(calls)
             got = [o.tobytes() for o in ctx.outputs if o is not None]
-            for o in ctx.outputs:
-                if o is not None and o.dtype.kind == "f":
-                    o.fill(np.nan)
-            st.node.kernel.run(ctx)
-            assert [o.tobytes() for o in ctx.outputs if o is not None] == got, op
-            make_calls(calls)           # replayed: the same again
-            assert [o.tobytes() for o in ctx.outputs if o is not None] == got, op
-        assert seen == set(compiled_ops)
+            for replay in (False, True):        # the run; the calls replayed
+                restore()
+                for o in ctx.outputs:
+                    if o is not None and o.dtype.kind == "f" and \
+                            not any(np.shares_memory(o, i) for i in ctx.inputs if i is not None):
+                        o.fill(np.nan)
+                if replay:
+                    make_calls(calls)
+                else:
+                    st.node.kernel.run(ctx)
+                assert [o.tobytes() for o in ctx.outputs if o is not None] == got, op
+        assert seen and seen == (seen if compiled_ops is None else set(compiled_ops))
     finally:
         entry.give(state)
 
@@ -145,3 +181,15 @@ def test_float16_casts_are_compiled_calls_in_fast_mode():
     with np.errstate(over="ignore"):
         want = x.astype(np.float16).astype(np.float32)
     np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want)
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_float16_steps_convert_by_calls_with_their_runs_bits(mode):
+    """A float16 step's calls convert its operands to float32 buffers held by the run state
+    and round its results back (floats.wide_calls), with the bits of its run (widen, compute,
+    narrow)."""
+    from graphrt.kernels.core.floats import F16C
+    if not F16C:
+        pytest.skip("no compiled float16 conversion on this CPU")
+    model, feeds = _half_model()
+    _each_step_calls_and_run(model, feeds, mode, None)     # (fast mode fuses Conv + Relu)

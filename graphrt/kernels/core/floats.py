@@ -24,6 +24,7 @@ from numba.extending import intrinsic
 
 from ... import dtypes as _dt
 from .base import RunContext, scratch
+from .held import held_buffer
 
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
@@ -174,12 +175,44 @@ def run_wide(ctx: RunContext, body) -> None:
         narrow(o, w)
 
 
-def wide_calls(ctx: RunContext, calls_of):
-    """jit_calls of a kernel that runs through run_wide: ``calls_of(flat_in, flat_out)``
-    when no input or output is a narrow float (run_wide would copy it), else None."""
-    if any(a is not None and a.dtype in NARROW for a in ctx.flat_in + ctx.flat_out):
-        return None
-    return calls_of(ctx.flat_in, ctx.flat_out)
+def wide_calls(ctx: RunContext, calls_of, wide: dict | None = None, unused=()):
+    """jit_calls of a kernel computed in float32 for narrow operands: ``calls_of(flat_in,
+    flat_out)``, where float16 inputs are converted into float32 buffers held by the run
+    state (core/held.py) by calls before, float16 outputs written there and rounded by
+    calls after (numpy's bits, as ``widen`` and ``narrow``); inputs in ``wide``
+    (wide_constants) are their per-plan copies, inputs in ``unused`` are passed as they are.
+    None where calls_of gives None or an operand is narrow without a compiled conversion
+    (bfloat16, the float8 types, a CPU without F16C)."""
+    wide = wide or {}
+    before, after = [], []
+
+    def held(a, use):
+        return held_buffer(F32, a.shape, ctx.held, use)
+
+    ins = []
+    for i, a in enumerate(ctx.flat_in):
+        if i in wide:
+            a = wide[i]
+        elif a is not None and a.dtype in NARROW and i not in unused:
+            w = held(a, f"wide in {i}")
+            call = convert_call(w, a)
+            if call is None:
+                return None
+            before.append(call)
+            a = w
+        ins.append(a)
+    outs = []
+    for i, o in enumerate(ctx.flat_out):
+        if o is not None and o.dtype in NARROW:
+            w = held(o, f"wide out {i}")
+            call = convert_call(o, w)
+            if call is None:
+                return None
+            after.append(call)
+            o = w
+        outs.append(o)
+    calls = calls_of(ins, outs)
+    return None if calls is None else before + calls + after
 
 
 @njit(cache=True, nogil=True, fastmath=False)

@@ -20,7 +20,7 @@ from numba import njit, prange
 from ... import dtypes as _dt
 from .base import InferContext, OpKernel, RunContext, folding
 from .broadcast import Walk, broadcast_shape, element_strides, put, row_offset, task_span
-from .floats import FLOATS, NARROW, compute_dtype, narrow, result_buffer, widen
+from .floats import FLOATS, compute_dtype, narrow, result_buffer, wide_calls, widen
 from .jit import Variants
 
 EXACT = False
@@ -274,11 +274,9 @@ class Unary(Pointwise):
                                              tasks)
 
     def jit_calls(self, ctx: RunContext):
-        x, out = ctx.flat_in[0], ctx.flat_out[0]
-        if type(self).run_params is not Unary.run_params or x.dtype in NARROW or \
-                out.dtype in NARROW:
+        if type(self).run_params is not Unary.run_params:
             return None
-        return [self._call(ctx, x, out)]
+        return wide_calls(ctx, lambda ins, outs: [self._call(ctx, ins[0], outs[0])])
 
     def run(self, ctx: RunContext) -> None:
         out = ctx.flat_out[0]
@@ -329,11 +327,9 @@ class Binary(Pointwise):
                                              w.block, w.tasks)
 
     def jit_calls(self, ctx: RunContext):
-        a, b = ctx.flat_in
-        out = ctx.flat_out[0]
-        if type(self).run is not Binary.run or NARROW.intersection((a.dtype, b.dtype, out.dtype)):
+        if type(self).run is not Binary.run:
             return None
-        return [self._call(ctx, a, b, out)]
+        return wide_calls(ctx, lambda ins, outs: [self._call(ctx, ins[0], ins[1], outs[0])])
 
     def run(self, ctx: RunContext) -> None:
         a, b = ctx.flat_in

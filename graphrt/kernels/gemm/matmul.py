@@ -12,8 +12,8 @@ import numpy as np
 from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.broadcast import broadcast_shape, element_strides
-from ..core.floats import (HALF, compute_dtype, narrow, result_buffer, wide_constants, widen,
-                           widen_input)
+from ..core.floats import (HALF, compute_dtype, narrow, result_buffer, wide_calls,
+                           wide_constants, widen_input)
 from .product import ConstantB, Product, batch_offsets
 
 
@@ -73,12 +73,14 @@ class MatMul(OpKernel):
         return not narrowed and self.alpha == 1.0 and product.absorb_relu()
 
     def jit_calls(self, ctx: RunContext):
-        """The product's one call where nothing is widened, narrowed or scaled after."""
-        product, bc, narrowed, _ = ctx.prepared
-        if narrowed or self.alpha != 1.0:
+        """The product's one call (float16 operands converted by calls too) where nothing
+        is scaled after."""
+        product, bc, _, wide = ctx.prepared
+        if self.alpha != 1.0:
             return None
-        return _calls(product.call_of(ctx.flat_in[0], ctx.flat_in[1] if bc is None else bc,
-                                      ctx.flat_out[0], holder=ctx.held))
+        return wide_calls(ctx, lambda ins, outs: _calls(product.call_of(
+            ins[0], ins[1] if bc is None else bc, outs[0], holder=ctx.held)),
+            wide, () if bc is None else (1,))
 
     def run(self, ctx: RunContext) -> None:
         product, bc, _, wide = ctx.prepared
@@ -166,12 +168,10 @@ class Gemm(OpKernel):
         return not narrowed and product.absorb_relu()
 
     def jit_calls(self, ctx: RunContext):
-        product, bc, narrowed, _ = ctx.prepared
-        if narrowed:
-            return None
-        flat = ctx.flat_in
-        return _calls(product.call_of(flat[0], flat[1] if bc is None else bc, ctx.flat_out[0],
-                                      flat[2] if len(flat) > 2 else None, holder=ctx.held))
+        product, bc, _, wide = ctx.prepared
+        return wide_calls(ctx, lambda ins, outs: _calls(product.call_of(
+            ins[0], ins[1] if bc is None else bc, outs[0], ins[2] if len(ins) > 2 else None,
+            holder=ctx.held)), wide, () if bc is None else (1,))
 
     def run(self, ctx: RunContext) -> None:
         product, bc, _, wide = ctx.prepared

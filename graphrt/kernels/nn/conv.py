@@ -26,7 +26,8 @@ from numba import njit, prange
 from ...threads import ensure_layer
 from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.broadcast import PARALLEL_MIN
-from ..core.floats import NARROW, compute_dtype, narrow, result_buffer, wide_constants, widen_input
+from ..core.floats import (compute_dtype, narrow, result_buffer, wide_calls, wide_constants,
+                           widen_input)
 from ..core.held import held_buffer
 from ..core.jit import Variants
 from ..core.pointwise import scale_shift_relu
@@ -457,14 +458,15 @@ class Conv(GroupedConv):
         ctx.prepared = p
 
     def jit_calls(self, ctx: RunContext):
-        """The run's calls, its scratch held by the run state; None for float16 and bfloat16
-        (widened first) and where the BLAS computes the products (Python around it)."""
-        if ctx.flat_out[0].dtype in NARROW:
-            return None
-        x, w, b, y = self.operands(ctx)
-        calls, compiled = self._calls(ctx, x, w, b, y,
-                                      lambda dt, n: held_buffer(dt, n, ctx.held, "conv"), ctx.held)
-        return calls if compiled else None
+        """The run's calls, its scratch held by the run state (float16 operands converted
+        by calls too); None where the BLAS computes the products (Python around it)."""
+        def calls_of(ins, outs):
+            calls, compiled = self._calls(
+                ctx, ins[0], ins[1], ins[2] if len(ins) > 2 else None, outs[0],
+                lambda dt, n: held_buffer(dt, n, ctx.held, "conv"), ctx.held)
+            return calls if compiled else None
+
+        return wide_calls(ctx, calls_of, getattr(ctx.prepared, "wide", None))
 
     def run(self, ctx: RunContext) -> None:
         x, w, b, y = self.operands(ctx)

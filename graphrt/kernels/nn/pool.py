@@ -35,7 +35,7 @@ from ...threads import ensure_layer
 from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.broadcast import PARALLEL_MIN
 
-from ..core.floats import NARROW, compute_dtype, narrow, result_buffer, widen
+from ..core.floats import compute_dtype, narrow, result_buffer, wide_calls, widen
 from ..core.held import held_buffer
 from ..core.jit import Variants
 from ..core.runs import copy_run
@@ -348,12 +348,10 @@ class _Pool(OpKernel):
         ctx.prepared = p
 
     def jit_calls(self, ctx: RunContext):
-        """The pooling kernel's one call, its scratch held by the run state; None for
-        float16 and bfloat16 (widened first)."""
-        if ctx.flat_out[0].dtype in NARROW:
-            return None
-        return [self._call(ctx, ctx.flat_in[0], ctx.flat_out[0],
-                           lambda dt, n: held_buffer(dt, n, ctx.held, "pool"))]
+        """The pooling kernel's one call, its scratch held by the run state (float16
+        operands converted by calls too)."""
+        return wide_calls(ctx, lambda ins, outs: [self._call(
+            ctx, ins[0], outs[0], lambda dt, n: held_buffer(dt, n, ctx.held, "pool"))])
 
     def run(self, ctx: RunContext) -> None:
         y = result_buffer(ctx, ctx.flat_out[0])

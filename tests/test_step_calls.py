@@ -94,13 +94,15 @@ def _half_model():
              n("Add", ["q", "kb"], ["s"]),
              n("LayerNormalization", ["s", "g", "beta"], ["l"], axis=-1),
              n("MatMul", ["l", "l2"], ["ll"]), n("Softmax", ["ll"], ["sm"]),
-             n("Gemm", ["f", "k", "kb"], ["gm"]), n("Mul", ["gm", "sm"], ["y"])]
+             n("Gemm", ["f", "k", "kb"], ["gm"]), n("Mul", ["gm", "sm"], ["y"]),
+             n("GlobalAveragePool", ["p"], ["gp"])]
     inits = [const("w", h(c, c, 3, 3)), const("b", h(c)), const("k", h(16, 16)),
              const("kb", h(16)), const("g", h(16)), const("beta", h(16)),
              const("shape", np.array([c * 2, 16], np.int64))]
     model = make(nodes, [tensor("x", TensorProto.FLOAT16, [2, c, 8, 8]),
                          tensor("l2", TensorProto.FLOAT16, [16, 16])],
-                 [tensor("y", TensorProto.FLOAT16, None)], inits)
+                 [tensor("y", TensorProto.FLOAT16, None), tensor("gp", TensorProto.FLOAT16, None)],
+                 inits)
     return model, {"x": h(2, c, 8, 8), "l2": h(16, 16)}
 
 

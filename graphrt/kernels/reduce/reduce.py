@@ -32,7 +32,7 @@ from numba import njit, prange
 from ... import dtypes as _dt
 from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import BLOCK, PARALLEL_MIN
-from ..core.floats import F64, FLOATS, HALF, compute_dtype, run_wide
+from ..core.floats import F64, FLOATS, HALF, compute_dtype, run_wide, wide_calls
 from ..core.jit import Variants
 from ..core.summation import MAGNITUDES, SQUARES, VALUES, Summer, cols_work
 from ..math.exactmath import FastExact, exact_twin, exp as XEXP, log as XLOG
@@ -432,11 +432,9 @@ class _Reduce(OpKernel):
         return fn, (x, acc, aux, work, out, ident, n_, *walk)
 
     def jit_calls(self, ctx: RunContext):
-        x, out = ctx.flat_in[0], ctx.flat_out[0]
-        if ctx.prepared[1] or type(self).run is not _Reduce.run or x.dtype in HALF or \
-                out.dtype in HALF:
+        if ctx.prepared[1] or type(self).run is not _Reduce.run:
             return None
-        return [self._call(ctx, x, out)]
+        return wide_calls(ctx, lambda ins, outs: [self._call(ctx, ins[0], outs[0])])
 
     def run(self, ctx: RunContext) -> None:
         def body(ins, outs):

@@ -329,7 +329,7 @@ def test_product_calls_replayed_by_any_thread_hold_their_run_states_scratch():
 def test_a_run_states_program_moves_to_entry_points_with_the_same_bits():
     """After ENTRY_AFTER runs, a run state's serial calls go straight to the compiled entry
     points the dispatchers chose; every run gives the first run's bits."""
-    from graphrt.plan import execute
+    from graphrt.plan import program
 
     sess = graphrt.Session(models.mlp(), graphrt.SessionOptions(intra_op_threads=1))
     x = np.random.default_rng(1).standard_normal((8, 16)).astype(np.float32)
@@ -337,9 +337,9 @@ def test_a_run_states_program_moves_to_entry_points_with_the_same_bits():
     for _ in range(3):
         np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want)
     assert sess.wait_for_schedules(120)     # (a schedule arriving makes the program again)
-    for _ in range(execute.ENTRY_AFTER + 2):
+    for _ in range(program.ENTRY_AFTER + 2):
         np.testing.assert_array_equal(sess.run(None, {"x": x})[0], want)
     state = sess._plans._entries[0][1].pool._idle[0]
-    fns = [fn for fn, _, _ in state.program[1] if fn is not None]
+    fns = [fn for fn, _, _ in state.program.plain if fn is not None]
     assert fns and not any(hasattr(fn, "overloads") and not fn.targetoptions.get("parallel")
                            for fn in fns)

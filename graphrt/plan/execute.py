@@ -7,9 +7,10 @@ from time import perf_counter
 import numpy as np
 
 from ..errors import ErrorKind, SessionError
-from ..kernels.core.base import InferContext, RunContext, make_calls, step_calls
+from ..kernels.core.base import InferContext, RunContext
 from . import compile_share, jitsched
 from .build import DYNAMIC, ExecutionPlan, infer_kernel, kernel_failure, run_kernel
+from .program import Program, step_calls_of
 from .state import RunState
 
 
@@ -34,52 +35,27 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
 def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
                    timings: list | None = None) -> None:
     """``execute`` with the inputs already in ``state.values`` (a loop body's next
-    iteration, subgraph.Iterations)."""
-    values = state.values
+    iteration, subgraph.Iterations): the state's program (plan/program.py), by the plain
+    loop, or by the checked one for a run with a cancel token, timings or poisoning and for
+    a plan's first two runs."""
     state.arena.reset()
-    slab = state.slab
-    if poison:
-        _poison(slab, plan.freed_after[0])
-    contexts = state.contexts
-    calls = state.calls
+    program = state.program
     sharing = None
-    if calls is None:
+    if program is None:
         with compile_share.tables_deferred():
-            calls = [_calls_of(st, c) for st, c in zip(plan.steps, contexts)]
+            calls = step_calls_of(plan, state)
         if plan.runs == 0:
             sharing = compile_share.start(calls)     # a cold first run: two compilers
         compile_share.fill_tables(calls, sharing)   # (before any of the calls runs)
         state.calls = calls
+        program = state.program = Program(plan, calls)
     if plan.jit_job is not None:
         jitsched.poll(plan)             # compiled by the helper process: load it now
-    jit = plan.jit
-    if cancel is None and timings is None and not poison and (jit is not None or plan.runs >= 2):
-        _run_scheduled(plan, state, jit, calls)
+    if cancel is None and timings is None and not poison and \
+            (plan.jit is not None or plan.runs >= 2):
+        _run(plan, state, program.scheduled(plan, state), program.jit)
         return
-    for i, st in enumerate(plan.steps):
-        if cancel is not None and cancel.cancelled:
-            raise SessionError(ErrorKind.CANCELLED, "the run was cancelled", st.node.info.name)
-        if timings is not None:
-            t0 = perf_counter()
-        if sharing is not None:
-            sharing.before(i)
-        if st.dynamic:
-            _run_dynamic(st, values, state.arena, plan.graph.exact, cancel, slab)
-        elif st.view:
-            pass
-        elif cancel is not None and calls[i] is None:
-            ctx = contexts[i]       # a static If's branch checks the run's token too
-            ctx.cancel = cancel
-            try:
-                _run_static(st, ctx, state.arena, None)
-            finally:
-                ctx.cancel = None
-        else:
-            _run_static(st, contexts[i], state.arena, calls[i])
-        if timings is not None:
-            timings.append((i, t0, perf_counter()))
-        if poison:
-            _poison(slab, plan.freed_after[i + 1])
+    _run_checked(plan, state, program.by_steps, cancel, poison, timings, sharing)
     plan.runs += 1
     if plan.runs <= 2 and jit_schedule_enabled() and not plan.provisional:
         if plan.runs == 1:
@@ -88,120 +64,92 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
             jitsched.start_compile(plan, state)     # a reused plan: compile its schedule
 
 
-def _run_scheduled(plan: ExecutionPlan, state: RunState, jit, calls) -> None:
-    """The steps as the run state's program (``_program``), which puts the compiled segments
-    of ``jit`` in place of their steps."""
-    program = state.program
-    if program is None or program[0] is not jit:
-        program = state.program = [jit, _program(plan, state, jit, calls), ENTRY_AFTER]
-    elif program[2]:
-        program[2] -= 1
-        if not program[2]:
-            program[1] = _with_entries(program[1], jit)
+def _run(plan: ExecutionPlan, state: RunState, program: list, jit) -> None:
+    """The plain loop: each instruction of ``program`` (with the segments of ``jit``) in
+    turn."""
     values, slab, contexts, arena = state.values, state.slab, state.contexts, state.arena
     steps = plan.steps
+    exact = plan.graph.exact
     i = 0
     try:
-        for fn, args, i in program[1]:
+        for fn, args, i in program:
             if fn is not None:
                 fn(*args)
-                continue
-            st = steps[i]
-            if st.dynamic:
-                _run_dynamic(st, values, arena, plan.graph.exact, None, slab)
+            elif steps[i].dynamic:
+                _run_dynamic(steps[i], values, arena, exact, None, slab)
             else:
-                _run_static(st, contexts[i], arena, None)
+                _run_python(steps[i], contexts[i], arena)
     except SessionError:
         raise
     except Exception as e:  # (compiled calls do not raise; this is a bug)
-        segment = next((g for g in jit.segments if g.start == i), None) if jit else None
-        if segment is None:
-            raise kernel_failure(steps[i].node, e) from e
-        first, last = steps[i].node.info, steps[segment.stop - 1].node.info
-        raise SessionError(ErrorKind.UNSUPPORTED,
-                           f"the compiled steps {first.name!r} to {last.name!r} failed: "
-                           f"{type(e).__name__}: {e}".splitlines()[0], first.name) from e
+        raise _failure(plan, i, e, jit) from e
 
 
-def _program(plan: ExecutionPlan, state: RunState, jit, calls) -> list:
-    """A run of ``state`` as one flat list: (dispatcher, args, step) for each compiled call
-    (a segment of ``jit``, or one of a step's jit_calls), (None, None, step) for a step
-    that runs as Python; static views have nothing to run."""
-    segments = {} if jit is None else {g.start: (k, g) for k, g in enumerate(jit.segments)}
-    consts = None if jit is None else jit.consts(state)
-    program = []
-    steps = plan.steps
+def _run_checked(plan: ExecutionPlan, state: RunState, program: list, cancel, poison: bool,
+                 timings: list | None, sharing) -> None:
+    """The checked loop: ``program`` (its by-steps form) step by step, checking ``cancel``
+    before each step, recording ``timings`` (step, start, end) and poisoning the blocks
+    freed after each; ``sharing``: a cold first run's compile sharing (compile_share). The
+    cancel token is the run's for the whole run: every step's context holds it."""
+    values, slab, contexts, arena = state.values, state.slab, state.contexts, state.arena
+    exact = plan.graph.exact
+    if poison:
+        _poison(slab, plan.freed_after[0])
+    if cancel is not None:
+        for ctx in contexts:
+            if ctx is not None:
+                ctx.cancel = cancel     # (a static If's branch checks the run's token too)
+    k, n = 0, len(program)
     i = 0
-    while i < len(steps):
-        if i in segments:
-            k, g = segments[i]
-            # (a segment keeps its dispatcher: typing its tuples of slab views to find the
-            # entry point cost more than the calls would save, t5_encoder 8 ms a state)
-            program.append((g.fn, (*consts[k], g.ints, g.floats), i))
-            i = g.stop
-            continue
-        st = steps[i]
-        if st.view:
-            pass
-        elif st.dynamic or calls[i] is None:
-            program.append((None, None, i))
-        else:
-            program += [(fn, args, i) for fn, args in calls[i]]
-        i += 1
-    return program
-
-
-ENTRY_AFTER = 8     # runs of a run state's program before its calls go to entry points
-
-
-def _with_entries(program: list, jit) -> list:
-    """``program`` with each step call's dispatcher (not a segment's: those sit at their
-    first step) replaced by its entry point (_entry). Done after a few runs of the state, not
-    when the program is made: typing every argument takes milliseconds on a large plan
-    (bert, 150 calls), which runs 2-5 would pay."""
-    starts = set() if jit is None else {g.start for g in jit.segments}
-    return [(fn if fn is None or i in starts else _entry(fn, args), args, i)
-            for fn, args, i in program]
-
-
-def _entry(fn, args):
-    """The compiled entry point a numba dispatcher would pick for ``args`` (found once: the
-    dispatcher's own choice costs about 0.3 us a call, more with many arguments), else
-    ``fn`` itself (not compiled for these types yet, not a dispatcher, or a parallel kernel:
-    once, t5_encoder's parallel MatMul took 400 us a call through its entry point against
-    160 through the dispatcher at 2 threads; later runs of the same test were even, so it is
-    not understood, and parallel kernels keep the dispatcher)."""
-    overloads = getattr(fn, "overloads", None)
-    if overloads is None or not hasattr(fn, "typeof_pyval") or \
-            getattr(fn, "targetoptions", {}).get("parallel"):
-        return fn
     try:
-        cres = overloads.get(tuple(fn.typeof_pyval(a) for a in args))
-    except Exception:   # (a value numba cannot type: let the dispatcher say so)
-        return fn
-    return fn if cres is None or cres.entry_point is None else cres.entry_point
+        for i, st in enumerate(plan.steps):
+            if cancel is not None and cancel.cancelled:
+                raise SessionError(ErrorKind.CANCELLED, "the run was cancelled",
+                                   st.node.info.name)
+            if timings is not None:
+                t0 = perf_counter()
+            if sharing is not None:
+                sharing.before(i)
+            while k < n and program[k][2] == i:
+                fn, args, _ = program[k]
+                k += 1
+                if fn is not None:
+                    fn(*args)
+                elif st.dynamic:
+                    _run_dynamic(st, values, arena, exact, cancel, slab)
+                else:
+                    _run_python(st, contexts[i], arena)
+            if timings is not None:
+                timings.append((i, t0, perf_counter()))
+            if poison:
+                _poison(slab, plan.freed_after[i + 1])
+    except SessionError:
+        raise
+    except Exception as e:  # (compiled calls do not raise; this is a bug)
+        raise _failure(plan, i, e, None) from e
+    finally:
+        if cancel is not None:
+            for ctx in contexts:
+                if ctx is not None:
+                    ctx.cancel = None
 
 
-def _calls_of(st, ctx):
-    """The step's jit_calls (None for a dynamic step, a view or a kernel that needs Python)."""
-    if ctx is None:
-        return None
-    try:
-        return step_calls(st.node.kernel, ctx)
-    except Exception as e:  # (a kernel bug: named like a failing run)
-        raise kernel_failure(st.node, e) from e
+def _failure(plan: ExecutionPlan, i: int, e: Exception, jit) -> SessionError:
+    """The SessionError for an exception that is not one, raised by an instruction at step
+    i: a kernel's, or the segment of ``jit`` starting there."""
+    steps = plan.steps
+    segment = next((g for g in jit.segments if g.start == i), None) if jit else None
+    if segment is None:
+        return kernel_failure(steps[i].node, e)
+    first, last = steps[i].node.info, steps[segment.stop - 1].node.info
+    return SessionError(ErrorKind.UNSUPPORTED,
+                        f"the compiled steps {first.name!r} to {last.name!r} failed: "
+                        f"{type(e).__name__}: {e}".splitlines()[0], first.name)
 
 
-def _run_static(st, ctx, arena, calls) -> None:
-    """A static step: its kernel's calls (``calls``, OpKernel.jit_calls: no Python of the
-    kernel's own per run), or its run; the scratch a run took from the arena is free again
-    when it returns."""
-    if calls is not None:
-        try:
-            make_calls(calls)
-        except Exception as e:  # (the calls do not raise; this is a bug)
-            raise kernel_failure(st.node, e) from e
-        return
+def _run_python(st, ctx, arena) -> None:
+    """A static step's run (its kernel needs Python); the scratch it took from the arena is
+    free again when it returns."""
     chunks, used, total = len(arena.chunks), arena.used, arena.total
     run_kernel(st.node, ctx)
     if arena.total != total:

@@ -49,7 +49,7 @@ import numpy as np
 from numba.core import serialize
 
 from ..cache import schedules_dir
-from ..kernels.core.base import step_calls
+from .program import step_calls_of
 
 MIN_STEPS = 2               # a segment shorter than this is not worth a numba call of its own
 MAX_CALLS = 96              # a longer run of steps is cut into segments of at most this many
@@ -284,8 +284,7 @@ def _calls_of(plan, state) -> list:
     made here when no run made them yet), [] for a static view (nothing to run), None when
     the step must run outside the segments (Python, or calls the step loop replays)."""
     if state.calls is None:
-        state.calls = [None if c is None else step_calls(st.node.kernel, c)
-                       for st, c in zip(plan.steps, state.contexts)]
+        state.calls = step_calls_of(plan, state)
     return [[] if st.view else None if st.dynamic or not st.node.kernel.in_segments else c
             for st, c in zip(plan.steps, state.calls)]
 

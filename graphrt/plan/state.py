@@ -40,7 +40,7 @@ class RunState:
         self.values = values
         self.jit_consts = None          # the jitted schedule's constant tuples (jitsched)
         self.calls = None               # each step's jit_calls, made at the first run
-        self.program = None             # [schedule, the run as a flat list, runs to entries]
+        self.program = None             # the run as instructions (plan/program.py), made at its first run
         self.memo: dict = {}            # what callers derive from this state (its buffers)
         exact = plan.graph.exact
         self.arena = Arena(arena_limit, poison)

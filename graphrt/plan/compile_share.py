@@ -28,11 +28,10 @@ import time
 
 import numba
 import numpy as np
-from numba.core import serialize
 from numba.core.dispatcher import Dispatcher
 
 from ..threads import available
-from .jitsched import _in_cache
+from .jitsched import _in_cache, pickled_kernel
 
 MIN_SHARED = 3
 
@@ -91,7 +90,7 @@ class Sharing:
                 event = self.done[k] = threading.Event()
             _, fn, sig = self.items[k]
             try:
-                CLIENT.compile([(serialize.dumps(fn), sig)])
+                CLIENT.compile([(pickled_kernel(fn), sig)])
             except Exception:   # (this process compiles it when its step calls it)
                 pass
             finally:

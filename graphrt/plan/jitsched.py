@@ -411,16 +411,21 @@ def _feed_code(h, code) -> None:
 _BLOBS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
+def pickled_kernel(disp) -> bytes:
+    """A dispatcher for the helper process, pickled by value (numba's serializer) once per
+    process: a cold first run's shared compiles (compile_share), the warming of parallel
+    forms and the schedule's requests reuse it (pickling walks the bytecode: about 7 ms for
+    a recurrence's step kernel)."""
+    blob = _BLOBS.get(disp)
+    if blob is None:
+        blob = _BLOBS[disp] = serialize.dumps(disp)
+    return blob
+
+
 def _pickled(kernels: dict) -> bytes:
-    """``kernels`` for the helper process: each dispatcher pickled once (by value: numba's
-    serializer), the dict of their pickles."""
-    blobs = {}
-    for name, disp in kernels.items():
-        blob = _BLOBS.get(disp)
-        if blob is None:
-            blob = _BLOBS[disp] = serialize.dumps(disp)
-        blobs[name] = blob
-    return pickle.dumps(blobs, protocol=pickle.HIGHEST_PROTOCOL)
+    """``kernels`` for the helper process: the dict of their pickles."""
+    return pickle.dumps({name: pickled_kernel(disp) for name, disp in kernels.items()},
+                        protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def unpickled(blob: bytes) -> dict:

@@ -85,9 +85,7 @@ class Provisional:
         threading.Thread(target=self._compile, daemon=True, name="graphrt-warm").start()
 
     def _compile(self) -> None:
-        from numba.core import serialize
-
-        from .jitsched import _in_cache
+        from .jitsched import _in_cache, pickled_kernel
         from .schedule_worker import CLIENT
         try:
             for variants, exact in list(self.asked):
@@ -96,7 +94,7 @@ class Provisional:
                     if sig in par.overloads or _in_cache(par, sig):
                         continue
                     try:
-                        CLIENT.compile([(serialize.dumps(par), sig)])
+                        CLIENT.compile([(pickled_kernel(par), sig)])
                     except Exception:   # (the plan built again compiles it, as always)
                         return
         finally:

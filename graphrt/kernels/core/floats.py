@@ -185,34 +185,30 @@ def wide_calls(ctx: RunContext, calls_of, wide: dict | None = None, unused=()):
     (bfloat16, the float8 types, a CPU without F16C)."""
     wide = wide or {}
     before, after = [], []
-
-    def held(a, use):
-        return held_buffer(F32, a.shape, ctx.held, use)
-
-    ins = []
-    for i, a in enumerate(ctx.flat_in):
-        if i in wide:
-            a = wide[i]
-        elif a is not None and a.dtype in NARROW and i not in unused:
-            w = held(a, f"wide in {i}")
-            call = convert_call(w, a)
-            if call is None:
-                return None
-            before.append(call)
-            a = w
-        ins.append(a)
-    outs = []
-    for i, o in enumerate(ctx.flat_out):
-        if o is not None and o.dtype in NARROW:
-            w = held(o, f"wide out {i}")
-            call = convert_call(o, w)
-            if call is None:
-                return None
-            after.append(call)
-            o = w
-        outs.append(o)
+    ins = _held_copies(ctx, [wide.get(i, a) for i, a in enumerate(ctx.flat_in)], "in",
+                       before, unused)
+    outs = _held_copies(ctx, ctx.flat_out, "out", after, ())
+    if ins is None or outs is None:
+        return None
     calls = calls_of(ins, outs)
     return None if calls is None else before + calls + after
+
+
+def _held_copies(ctx: RunContext, arrays: list, way: str, calls: list, keep) -> list | None:
+    """``arrays`` with each float16 one (but those at ``keep``) replaced by a float32 buffer
+    held by the run state, the call converting it into (way "in") or out of (way "out") the
+    buffer appended to ``calls``; None where such a conversion is not compiled."""
+    out = []
+    for i, a in enumerate(arrays):
+        if a is not None and a.dtype in NARROW and i not in keep:
+            w = held_buffer(F32, a.shape, ctx.held, f"wide {way} {i}")
+            call = convert_call(w, a) if way == "in" else convert_call(a, w)
+            if call is None:
+                return None
+            calls.append(call)
+            a = w
+        out.append(a)
+    return out
 
 
 @njit(cache=True, nogil=True, fastmath=False)

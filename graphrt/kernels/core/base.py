@@ -142,6 +142,22 @@ def make_calls(calls) -> None:
         fn(*args)
 
 
+class Calls(list):
+    """A kernel's run being written as calls, (fn, args) each: ``python`` appends a call of
+    Python code (the BLAS, a numpy copy), after which ``compiled`` is False and the list
+    is the kernel's run but not its jit_calls."""
+
+    compiled = True
+
+    def python(self, fn, *args) -> None:
+        self.append((fn, args))
+        self.compiled = False
+
+    def jit(self):
+        """The list as jit_calls: itself where every call is compiled, else None."""
+        return self if self.compiled else None
+
+
 @dataclass(frozen=True)
 class OpDef:
     """One line of the operator table: (domain, op type, opsets since..until) -> factory.

@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit, prange
 
 from ...threads import ensure_layer
-from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
+from ..core.base import Calls, InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.broadcast import PARALLEL_MIN
 from ..core.floats import (compute_dtype, narrow, result_buffer, wide_calls, wide_constants,
                            widen_input)
@@ -460,28 +460,23 @@ class Conv(GroupedConv):
     def jit_calls(self, ctx: RunContext):
         """The run's calls, its scratch held by the run state (float16 operands converted
         by calls too); None where the BLAS computes the products (Python around it)."""
-        def calls_of(ins, outs):
-            calls, compiled = self._calls(
-                ctx, ins[0], ins[1], ins[2] if len(ins) > 2 else None, outs[0],
-                lambda dt, n: held_buffer(dt, n, ctx.held, "conv"), ctx.held)
-            return calls if compiled else None
-
-        return wide_calls(ctx, calls_of, getattr(ctx.prepared, "wide", None))
+        return wide_calls(ctx, lambda ins, outs: self._calls(
+            ctx, ins[0], ins[1], ins[2] if len(ins) > 2 else None, outs[0],
+            lambda dt, n: held_buffer(dt, n, ctx.held, "conv"), ctx.held).jit(),
+            getattr(ctx.prepared, "wide", None))
 
     def run(self, ctx: RunContext) -> None:
         x, w, b, y = self.operands(ctx)
-        make_calls(self._calls(ctx, x, w, b, y, lambda dt, n: scratch(ctx, dt, n), None)[0])
+        make_calls(self._calls(ctx, x, w, b, y, lambda dt, n: scratch(ctx, dt, n), None))
         narrow(ctx.flat_out[0], y)
 
     def _calls(self, ctx: RunContext, x, w, b, y, buffer, holder):
-        """The convolution of the 1-D operands (in the type computed in) as calls, and
-        whether all are compiled (a product the BLAS computes is a call of the Product
-        itself); scratch from ``buffer(dtype, shape)``, the products' own kept in
-        ``holder``."""
+        """The convolution of the 1-D operands (in the type computed in) as Calls (a product
+        the BLAS computes is a Python call of the Product itself); scratch from
+        ``buffer(dtype, shape)``, the products' own kept in ``holder``."""
         p = ctx.prepared
         g = self.group
-        calls = []
-        compiled = [True]
+        calls = Calls()
 
         def finish(ys, bias, images, grid=None):
             call = _finish(ctx.exact, p, ys, bias, images, grid)
@@ -490,25 +485,24 @@ class Conv(GroupedConv):
 
         def product(a, bmat, out, batches):
             call = p.gemm.call_of(a, bmat, out, batches=batches, holder=holder)
-            if call is None and p.gemm.tiles is not None:       # the BLAS
-                call = p.gemm, (a, bmat, out, None, batches)
-                compiled[0] = False
             if call is not None:
                 calls.append(call)
+            elif p.gemm.tiles is not None:       # the BLAS
+                calls.python(p.gemm, a, bmat, out, None, batches)
 
         if p.depthwise is not None:
             work = buffer(p.wdt, (numba.config.NUMBA_NUM_THREADS, p.phases[2]))
             calls.append((p.depthwise, (x, w, y, p.geo, p.n * p.m, p.m // g,
                                         math.prod(p.geo[KD:KW + 1]), p.phases[3], work)))
             finish(y, b, p.n)
-            return calls, True
+            return calls
         if p.tiles is not None:
             fn, args, kt = p.tiles
             cols = buffer(p.wdt, (numba.config.NUMBA_NUM_THREADS, args[3] * args[4]))
             calls.append((fn, (x, w, y, p.geo, *args, cols, microkernel.work_for(p.wdt, holder),
                                microkernel.passed(kt))))
             finish(y, b, p.n)
-            return calls, True
+            return calls
         if p.grid is not None:
             ps = p.phases[0]
             nx = p.chunk * p.c * ps
@@ -524,7 +518,7 @@ class Conv(GroupedConv):
                                       p.geo, k * p.c, ps, p.phases[3])))
                 product(w, xp, grid, k * g)
                 finish(y[n0 * p.m * p.out_size:(n0 + k) * p.m * p.out_size], b, k, grid)
-            return calls, compiled[0]
+            return calls
         if not p.direct:
             ps, taps = p.phases[:2]
             nx = p.chunk * p.c * ps
@@ -543,4 +537,4 @@ class Conv(GroupedConv):
                 xs = col
             product(w, xs, ys, k * g)
             finish(ys, b, k)
-        return calls, compiled[0]
+        return calls

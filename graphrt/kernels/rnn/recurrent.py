@@ -35,7 +35,7 @@ import numpy as np
 from numba import njit, prange
 
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
+from ..core.base import Calls, InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.broadcast import canonical_nans
 from ..core.floats import FLOATS, NARROW, compute_dtype, widen
 from ..core.held import held_buffer
@@ -402,12 +402,11 @@ class _Recurrent(OpKernel):
         product is the BLAS's or R is not a constant (Python around them)."""
         if ctx.flat_in[0].dtype in NARROW or self._lens(ctx) is not None:
             return None
-        calls, compiled = self._calls(ctx, lambda dt, n: held_buffer(dt, n, ctx.held, "rnn"),
-                                      ctx.held)
-        return calls if compiled else None
+        return self._calls(ctx, lambda dt, n: held_buffer(dt, n, ctx.held, "rnn"),
+                           ctx.held).jit()
 
     def run(self, ctx: RunContext) -> None:
-        make_calls(self._calls(ctx, lambda dt, n: scratch(ctx, dt, n), None)[0])
+        make_calls(self._calls(ctx, lambda dt, n: scratch(ctx, dt, n), None))
 
     @staticmethod
     def _lens(ctx):
@@ -415,18 +414,14 @@ class _Recurrent(OpKernel):
         return flat[4] if len(flat) > 4 and flat[4] is not None else None
 
     def _calls(self, ctx: RunContext, buffer, holder):
-        """The recurrence as calls, and whether all are compiled (Python ones: the BLAS's
-        products, R transposed per run, conversions from and to float16, Y zeroed past
-        sequence_lens); scratch from ``buffer(dtype, shape)``, the products' kept in
-        ``holder``. Inputs are widened and sequence_lens checked as the calls are made."""
+        """The recurrence as Calls (Python ones: the BLAS's products, R transposed per run,
+        conversions from and to float16, Y zeroed past sequence_lens); scratch from
+        ``buffer(dtype, shape)``, the products' kept in ``holder``. Inputs are widened and
+        sequence_lens checked as the calls are made."""
         product, recur, reset, geo, work, tasks, fn, fused, r, wt, bounds, fixed = ctx.prepared
         zeros, full = fixed
-        calls = []
-        compiled = [True]
-
-        def python(f, *args):
-            calls.append((f, args))
-            compiled[0] = False
+        calls = Calls()
+        python = calls.python
 
         def multiply(prod, a, bmat, out):
             call = prod.call_of(a, bmat, out, holder=holder)
@@ -501,7 +496,7 @@ class _Recurrent(OpKernel):
             for out in ctx.flat_out:
                 if out is not None and out.dtype.kind == "f" and out.dtype.itemsize >= 4:
                     calls.append((canonical_nans, (out,)))
-        return calls, compiled[0]
+        return calls
 
     @staticmethod
     def _optional(ctx, i, work, zeros):
@@ -530,7 +525,6 @@ def _states(src, dst, dirs, batch, hs, layout, inward):
             else:
                 for j in range(hs):
                     dst[so + j] = 0
-
 
 
 class RNN(_Recurrent):

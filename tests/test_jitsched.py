@@ -8,7 +8,9 @@ import sys
 import warnings
 
 import numpy as np
+import numba
 import pytest
+from numba import njit
 from onnx import helper
 
 import graphrt
@@ -343,3 +345,69 @@ def test_a_run_states_program_moves_to_entry_points_with_the_same_bits():
     fns = [fn for fn, _, _ in state.program.plain if fn is not None]
     assert fns and not any(hasattr(fn, "overloads") and not fn.targetoptions.get("parallel")
                            for fn in fns)
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_segments_read_arrays_outside_the_slab_by_address(mode):
+    """Weights, plan data and held scratch reach a segment as addresses and shapes (no
+    array unboxed per call), with the step-by-step run's bits, in every run state of the
+    plan."""
+    rng = np.random.default_rng(4)
+    c = 4
+    nodes = [n("Conv", ["x", "w", "b"], ["a"], pads=[1, 1, 1, 1]), n("Relu", ["a"], ["r"]),
+             n("MaxPool", ["r"], ["m"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             n("Conv", ["m", "w"], ["d"], pads=[1, 1, 1, 1]),
+             n("LayerNormalization", ["d", "g", "beta"], ["y"], axis=-1)]
+    inits = [const("w", (rng.standard_normal((c, c, 3, 3)) / 9).astype(np.float32)),
+             const("b", rng.standard_normal(c).astype(np.float32)),
+             const("g", rng.standard_normal(6).astype(np.float32)),
+             const("beta", rng.standard_normal(6).astype(np.float32))]
+    model = make(nodes, [tensor("x", F, [2, c, 6, 6])], [tensor("y", F, None)], inits)
+    x = rng.standard_normal((2, c, 6, 6)).astype(np.float32)
+    x[0, 1, 2, 3] = np.nan
+    sess = graphrt.Session(model, graphrt.SessionOptions(mode=mode, intra_op_threads=1))
+    want = sess.run(None, {"x": x})[0]
+    plan = compiled(sess)
+    (key, entry), = sess._plans._entries
+    states = [entry.take(), entry.take()]          # two run states of the plan
+    try:
+        for state in states:
+            consts = plan.jit.consts(state)
+            assert consts and all(len(k[1]) == 0 for k in consts)     # nothing unboxed
+            held = [a for k in consts for a in k[3]]
+            assert held and any(a.ndim == 2 for a in held)
+    finally:
+        for state in states:
+            entry.give(state)
+    for _ in range(3):
+        assert sess.run(None, {"x": x})[0].tobytes() == want.tobytes()
+
+
+@njit(cache=False)
+def _kernel_of_kinds(ro, grid, flags, out):
+    out[0] = ro.sum() + grid[1, 2] + flags.sum()
+    grid[0, 0] = ro[1]
+
+
+def test_a_segment_rebuilds_arrays_with_their_numba_types(tmp_path):
+    """A read-only array stays read-only (the kernel sees the type its step call had: no
+    second specialisation), a 2-D one keeps its shape and writes through, bools stay bools;
+    an array of another layout is passed as itself."""
+    slab = np.zeros(16, np.float32)
+    ro = np.arange(4, dtype=np.float64)
+    ro.flags.writeable = False
+    grid = np.zeros((2, 3), np.float32)
+    grid[1, 2] = 7
+    flags = np.array([True, False, True])
+    strided = np.arange(8, dtype=np.float32)[::2]
+    out = slab[:1]
+    calls = [[(_kernel_of_kinds, (ro, grid, flags, out))], [(_kernel_of_kinds, (ro, grid, flags, strided))]]
+    source, kernels, data = jitsched._source(calls, slab)
+    fn = jitsched.load_module(jitsched._write(source), kernels)
+    views, by_value, addresses, held = jitsched._consts_of(calls, slab)
+    assert [id(a) for a in held] == [id(ro), id(grid), id(flags)] * 2
+    assert [id(a) for a in by_value] == [id(strided)]
+    fn(views, by_value, addresses, *data)
+    assert out[0] == 6 + 7 + 2 and strided[0] == 6 + 7 + 2 and grid[0, 0] == 1
+    # the types a call from Python gives: one specialisation per call kind, none more
+    assert _kernel_of_kinds.signatures == [tuple(map(numba.typeof, args)) for (_k, args), in calls]

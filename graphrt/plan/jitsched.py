@@ -3,12 +3,15 @@
 A kernel whose run is a fixed list of calls of compiled functions says so through
 ``OpKernel.jit_calls(ctx)`` -> [(dispatcher, args), ...]. Each maximal run of consecutive
 static steps whose kernels all say so (static views, which run nothing, join them) becomes
-one generated function ``segment(S, c, I, F)``: every array argument that lies in the run state's slab
-becomes ``S[t][I[a]:I[b]]``, a slice of the slab viewed as its element type (``S`` holds one
-such view per type the segment reads; the offsets are the same for every run state of the
-plan; a slice is cheaper for numba to compile than a view made in the function), every other
-array (constants, plan data) an element of the tuple ``c``, and every
-scalar an element of the plan's int64 or float64 vector I or F. So a run calls numba once per
+one generated function ``segment(S, c, A, I, F)``: every array argument that lies in the run
+state's slab becomes ``S[t][I[a]:I[b]]``, a slice of the slab viewed as its element type (``S``
+holds one such view per type the segment reads; the offsets are the same for every run state
+of the plan; a slice is cheaper for numba to compile than a view made in the function), every
+other array (constants, plan data, held scratch) an array rebuilt from its address and shape
+in the run state's int64 vector ``A`` (numba types and unboxes each array passed from Python
+at every call, about 0.15 us each: a segment of 48 small convolutions spent 48 of its 67 us
+so), or where it cannot be (another layout or element type) an element of the tuple ``c``,
+and every scalar an element of the plan's int64 or float64 vector I or F. So a run calls numba once per
 segment instead of Python once per step, and the source depends on the kernels and the kinds
 of their arguments only: all input shapes of a model share one compiled module (the number
 of modules a process compiles stays bounded however many shapes it sees).
@@ -264,18 +267,22 @@ def prepare(plan, state) -> Job | None:
     if not runs:
         return None
     slab = state.slab
-    specs = []
+    specs, kinds = [], []
     for start, stop in runs:
         source, kernels, data = _source(calls[start:stop], slab)
         path = _write(source)
         fn = load_module(path, kernels)
-        args = _consts_of(calls[start:stop], slab)
-        sig = tuple(numba.typeof(v) for v in args + data)
+        consts = _consts_of(calls[start:stop], slab)
+        sig = tuple(numba.typeof(v) for v in consts[:3] + data)
         specs.append(Spec(start, stop, fn, data, sig, kernels, path))
+        kinds.append(_addressed_kinds(consts))
 
     def consts_of(st):
         calls_st = _calls_of(plan, st)
-        return [_consts_of(calls_st[sp.start:sp.stop], st.slab) for sp in specs]
+        out = [_consts_of(calls_st[sp.start:sp.stop], st.slab) for sp in specs]
+        if [_addressed_kinds(c) for c in out] != kinds:
+            raise ValueError("a run state's arrays differ in kind from its plan's first")
+        return out
     return Job(specs, consts_of)
 
 
@@ -326,7 +333,7 @@ def _source(calls, slab):
     kernels: dict[str, object] = {}
     lines = []
     types: list[str] = []
-    n_const = 0
+    n_const = n_addr = 0
     ints: list = []
     floats: list = []
     tags = []
@@ -340,6 +347,12 @@ def _source(calls, slab):
         for a in args:
             if isinstance(a, np.ndarray):
                 off = _in_slab(a, slab)
+                if off is None and _by_address(a):
+                    dims = "".join(f"A[{n_addr + 1 + d}], " for d in range(a.ndim))
+                    view = f"carray(data_at(A[{n_addr}], np.{a.dtype.name}), ({dims}))"
+                    parts.append(view if a.flags.writeable else f"readonly({view})")
+                    n_addr += 1 + a.ndim
+                    continue
                 if off is None:
                     parts.append(f"c[{n_const}]")
                     n_const += 1
@@ -366,26 +379,54 @@ def _source(calls, slab):
                     raise ValueError(f"argument {a!r} is neither an array nor a scalar")
                 parts.append(ref)
         lines.append(f"    {name}({', '.join(parts)})")
-    head = ["import numpy as np", "from numba import njit", "",
+    head = ["import numpy as np", "from numba import carray, njit",
+            "from graphrt.kernels.core.by_address import data_at, readonly", "",
             "# kernels: " + " ".join(tags), "",
-            "@njit(cache=True, nogil=True)", "def segment(S, c, I, F):"]
+            "@njit(cache=True, nogil=True)", "def segment(S, c, A, I, F):"]
     data = (np.array(ints, dtype=np.int64), np.array(floats + [0.0], dtype=np.float64))
     return "\n".join(head + lines) + "\n", kernels, data
 
 
 def _consts_of(calls, slab) -> tuple:
-    """(S, c) of a segment (see _source): the slab's views by type, in the order the
-    source first reads them, and the arrays outside the slab."""
-    types, out = [], []
+    """(S, c, A, held) of a segment (see _source): the slab's views by type, in the order
+    the source first reads them; the arrays outside the slab passed as themselves; the
+    address and shape of each one passed by address, one after another; those arrays
+    (``held``: the run state keeps them, and so what the addresses point at, alive)."""
+    types, out, held = [], [], []
     for _disp, args in (c for step in calls for c in step):
         for a in args:
             if not isinstance(a, np.ndarray):
                 continue
             if _in_slab(a, slab) is None:
-                out.append(a)
+                (held if _by_address(a) else out).append(a)
             elif a.dtype not in types:
                 types.append(a.dtype)
-    return tuple(slab[:slab.size - slab.size % t.itemsize].view(t) for t in types), tuple(out)
+    views = tuple(slab[:slab.size - slab.size % t.itemsize].view(t) for t in types)
+    addresses = np.array([v for a in held for v in (a.ctypes.data, *a.shape)] + [0],
+                         dtype=np.int64)
+    return views, tuple(out), addresses, tuple(held)
+
+
+def _addressed_kinds(consts: tuple) -> tuple:
+    """What a segment's source assumes of the arrays it reads by address: each one's
+    element type, rank and writability."""
+    return tuple((a.dtype, a.ndim, a.flags.writeable) for a in consts[3])
+
+
+_ADDRESSED = frozenset(np.dtype(t) for t in (
+    np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
+    np.uint64, np.float32, np.float64))
+
+
+def _by_address(a: np.ndarray) -> bool:
+    """Whether a segment reads array ``a`` (outside the slab) through its address: every
+    array passed to a numba function from Python is typed and unboxed at each call (about
+    0.15 us each; a segment of 48 convolutions had 432), an address in an int64 vector is
+    not. Taken for C-contiguous aligned arrays of the plain numeric types, which the segment
+    rebuilds with the same numba type (readonly ones too), so the kernels it calls see the
+    types their step calls had."""
+    return a.dtype in _ADDRESSED and a.flags.c_contiguous and a.flags.aligned and \
+        a.dtype.isnative
 
 
 def _source_hash(disp) -> str:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
+from numba.core.imputils import impl_ret_borrowed
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
@@ -71,3 +72,31 @@ def _matches(have, want) -> bool:
     if isinstance(have, types.BaseTuple) and isinstance(want, types.BaseTuple):
         return len(have) == len(want) and all(_matches(h, w) for h, w in zip(have, want))
     return have == want
+
+
+@intrinsic
+def data_at(typingctx, addr, dtype):
+    """A pointer to values of ``dtype`` (a numpy scalar type) at the machine address
+    ``addr``: with numba.carray, an array the caller holds, passed as an int64 (the jitted
+    schedule's arrays outside the slab, plan/jitsched.py)."""
+    if not isinstance(dtype, types.NumberClass) or not isinstance(addr, types.Integer):
+        raise TypingError(f"data_at(address, numpy scalar type), not ({addr}, {dtype})")
+    ptr = types.CPointer(dtype.instance_type)
+
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], context.get_value_type(ptr))
+
+    return ptr(addr, dtype), codegen
+
+
+@intrinsic
+def readonly(typingctx, arr):
+    """``arr`` typed read-only, as numba types a read-only array passed from Python (the
+    same data model: nothing changes but the type, so callees see their usual one)."""
+    if not isinstance(arr, types.Array):
+        raise TypingError(f"readonly(array), not ({arr})")
+
+    def codegen(context, builder, sig, args):
+        return impl_ret_borrowed(context, builder, sig.return_type, args[0])
+
+    return arr.copy(readonly=True)(arr), codegen

@@ -158,27 +158,35 @@ def test_shapes_share_the_generated_modules(cache_dir):
     assert files[0] == files[1] == files[2] and len(files[0]) == 2
 
 
-def test_schedule_files_name_each_kernels_module(cache_dir):
-    """numba's cached code for a schedule refers to the modules of the kernels it calls, so
-    the file a schedule is cached under must change when a kernel moves to another module:
-    the generated source names each kernel's module (a cache written by an older layout
-    then misses instead of failing to load)."""
+def test_segments_call_their_kernels_by_address(cache_dir):
+    """A segment calls each kernel through its address in this process (by_address.call_at),
+    so it links no kernel's code (the helper process is sent no pickled kernel, and a
+    kernel's edit leaves the cached segment valid); the source names each kernel it calls
+    in a comment, and the table holds one address per call."""
     sess = graphrt.Session(chain_model())
     x = np.random.default_rng(2).standard_normal((4, 24)).astype(np.float32)
     sess.run(None, {"x": x})
-    plan = compiled(sess)
-    assert plan.jit is not None
-    files = [f for f in os.listdir(cache_dir) if f.endswith(".py")]
-    assert files
-    contexts = plan_contexts(sess)
-    modules = {fn.py_func.__module__
-               for g in plan.jit.segments for i in range(g.start, g.stop)
-               if not plan.steps[i].view
-               for fn, _args in plan.steps[i].node.kernel.jit_calls(contexts[i])}
-    assert modules
-    text = "".join(open(os.path.join(cache_dir, f)).read() for f in files)
-    for module in modules:
-        assert f":{module}:" in text
+    (key, entry), = sess._plans._entries
+    state = entry.take()
+    try:
+        job = jitsched.prepare(entry.plan, state)
+        assert job is not None
+        contexts = state.contexts
+        for sp in job.specs:
+            assert sp.kernels == {}
+            calls = [fn for i in range(sp.start, sp.stop) if not entry.plan.steps[i].view
+                     for fn, _args in entry.plan.steps[i].node.kernel.jit_calls(contexts[i])]
+            assert [disp for disp, _types in sp.targets] == calls
+            text = open(sp.path).read()
+            for fn in calls:
+                assert f"# {fn.py_func.__module__}.{fn.py_func.__qualname__}" in text
+        entry.plan.jit = job.load()
+        table = entry.plan.jit.segments[0].data[0]
+        assert table.size == len(job.specs[0].targets) + 1 and (table[:-1] != 0).all()
+    finally:
+        entry.give(state)
+    want = graphrt.Session(chain_model()).run(None, {"x": x})[0]       # (step by step)
+    assert sess.run(None, {"x": x})[0].tobytes() == want.tobytes()
 
 
 def plan_contexts(sess):
@@ -392,7 +400,8 @@ def _kernel_of_kinds(ro, grid, flags, out):
 def test_a_segment_rebuilds_arrays_with_their_numba_types(tmp_path):
     """A read-only array stays read-only (the kernel sees the type its step call had: no
     second specialisation), a 2-D one keeps its shape and writes through, bools stay bools;
-    an array of another layout is passed as itself."""
+    an array of another layout is passed as itself; a kernel compiled for the call's types
+    is called by address, one that is not is linked."""
     slab = np.zeros(16, np.float32)
     ro = np.arange(4, dtype=np.float64)
     ro.flags.writeable = False
@@ -402,12 +411,14 @@ def test_a_segment_rebuilds_arrays_with_their_numba_types(tmp_path):
     strided = np.arange(8, dtype=np.float32)[::2]
     out = slab[:1]
     calls = [[(_kernel_of_kinds, (ro, grid, flags, out))], [(_kernel_of_kinds, (ro, grid, flags, strided))]]
-    source, kernels, data = jitsched._source(calls, slab)
+    _kernel_of_kinds(ro, grid.copy(), flags, out.copy())    # compiled: called by address
+    source, kernels, data, targets = jitsched._source(calls, slab)
+    assert len(targets) == 1 and list(kernels.values()) == [_kernel_of_kinds]  # (then linked)
     fn = jitsched.load_module(jitsched._write(source), kernels)
     views, by_value, addresses, held = jitsched._consts_of(calls, slab)
     assert [id(a) for a in held] == [id(ro), id(grid), id(flags)] * 2
     assert [id(a) for a in by_value] == [id(strided)]
-    fn(views, by_value, addresses, *data)
+    fn(views, by_value, addresses, jitsched._table(targets), *data)
     assert out[0] == 6 + 7 + 2 and strided[0] == 6 + 7 + 2 and grid[0, 0] == 1
     # the types a call from Python gives: one specialisation per call kind, none more
     assert _kernel_of_kinds.signatures == [tuple(map(numba.typeof, args)) for (_k, args), in calls]

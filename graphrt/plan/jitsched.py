@@ -52,8 +52,10 @@ import numpy as np
 from numba.core import serialize
 
 from ..cache import schedules_dir
+from ..kernels.core.by_address import address
 from .program import step_calls_of
 
+_NO_TARGETS = np.zeros(1, dtype=np.int64)      # (T's type, for the segment's signature)
 MIN_STEPS = 2               # a segment shorter than this is not worth a numba call of its own
 MAX_CALLS = 96              # a longer run of steps is cut into segments of at most this many
 MAX_ARRAYS = 800            # calls, or this many array arguments (numba refuses a tuple of
@@ -61,14 +63,14 @@ MAX_ARRAYS = 800            # calls, or this many array arguments (numba refuses
 
 
 class Segment:
-    """Steps start..stop-1 of a plan as one compiled call ``fn(views, consts, ints,
-    floats)``; ``ints`` and ``floats`` are this plan's offsets, shapes and scalars."""
+    """Steps start..stop-1 of a plan as one compiled call ``fn(S, c, A, *data)``: ``data``
+    is (T, I, F), the kernels' addresses in this process, this plan's offsets, shapes and
+    scalars."""
 
-    __slots__ = ("start", "stop", "fn", "ints", "floats")
+    __slots__ = ("start", "stop", "fn", "data")
 
     def __init__(self, start: int, stop: int, fn, data):
-        self.start, self.stop, self.fn = start, stop, fn
-        self.ints, self.floats = data
+        self.start, self.stop, self.fn, self.data = start, stop, fn, data
 
 
 class Schedule:
@@ -99,7 +101,8 @@ def compile_mode() -> str:
 
 class Spec(NamedTuple):
     """One segment generated and imported: steps start..stop-1, its ``segment`` function,
-    its data (ints, floats), numba signature, kernels by name and module file."""
+    its data (ints, floats), numba signature, kernels linked by name, module file, and the
+    kernels it calls by address ((dispatcher, argument types) in call order)."""
     start: int
     stop: int
     fn: object
@@ -107,6 +110,7 @@ class Spec(NamedTuple):
     sig: tuple
     kernels: dict
     path: str
+    targets: list
 
 
 class Job:
@@ -128,8 +132,8 @@ class Job:
         """Compile every segment in this process (a load, when numba's cache has it)."""
         for sp in self.specs:
             sp.fn.compile(sp.sig)
-        return Schedule([Segment(sp.start, sp.stop, sp.fn, sp.data) for sp in self.specs],
-                        self.consts_of)
+        return Schedule([Segment(sp.start, sp.stop, sp.fn, (_table(sp.targets), *sp.data))
+                         for sp in self.specs], self.consts_of)
 
 
 def warm_up() -> None:
@@ -269,12 +273,12 @@ def prepare(plan, state) -> Job | None:
     slab = state.slab
     specs, kinds = [], []
     for start, stop in runs:
-        source, kernels, data = _source(calls[start:stop], slab)
+        source, kernels, data, targets = _source(calls[start:stop], slab)
         path = _write(source)
         fn = load_module(path, kernels)
         consts = _consts_of(calls[start:stop], slab)
-        sig = tuple(numba.typeof(v) for v in consts[:3] + data)
-        specs.append(Spec(start, stop, fn, data, sig, kernels, path))
+        sig = tuple(numba.typeof(v) for v in consts[:3] + (_NO_TARGETS,) + data)
+        specs.append(Spec(start, stop, fn, data, sig, kernels, path, targets))
         kinds.append(_addressed_kinds(consts))
 
     def consts_of(st):
@@ -337,12 +341,15 @@ def _source(calls, slab):
     ints: list = []
     floats: list = []
     tags = []
+    targets: list = []
     for disp, args in (c for step in calls for c in step):
-        name = "k_" + "".join(ch if ch.isalnum() else "_" for ch in disp.py_func.__qualname__)
-        if kernels.setdefault(name, disp) is not disp:
-            name += f"_{len(kernels)}"
-            kernels[name] = disp
-        tags.append(f"{name}:{disp.py_func.__module__}:{_source_hash(disp)}")
+        target = _addressed(disp, args)
+        if target is None:
+            name = "k_" + "".join(ch if ch.isalnum() else "_" for ch in disp.py_func.__qualname__)
+            if kernels.setdefault(name, disp) is not disp:
+                name += f"_{len(kernels)}"
+                kernels[name] = disp
+            tags.append(f"{name}:{disp.py_func.__module__}:{_source_hash(disp)}")
         parts = []
         for a in args:
             if isinstance(a, np.ndarray):
@@ -378,13 +385,42 @@ def _source(calls, slab):
                 if ref is None:
                     raise ValueError(f"argument {a!r} is neither an array nor a scalar")
                 parts.append(ref)
-        lines.append(f"    {name}({', '.join(parts)})")
+        if target is None:
+            lines.append(f"    {name}({', '.join(parts)})")
+        else:
+            lines.append(f"    call_at(T[{len(targets)}], ({''.join(p + ', ' for p in parts)}))"
+                         f"  # {disp.py_func.__module__}.{disp.py_func.__qualname__}")
+            targets.append(target)
     head = ["import numpy as np", "from numba import carray, njit",
-            "from graphrt.kernels.core.by_address import data_at, readonly", "",
+            "from graphrt.kernels.core.by_address import call_at, data_at, readonly", "",
             "# kernels: " + " ".join(tags), "",
-            "@njit(cache=True, nogil=True)", "def segment(S, c, A, I, F):"]
+            "@njit(cache=True, nogil=True)", "def segment(S, c, A, T, I, F):"]
     data = (np.array(ints, dtype=np.int64), np.array(floats + [0.0], dtype=np.float64))
-    return "\n".join(head + lines) + "\n", kernels, data
+    return "\n".join(head + lines) + "\n", kernels, data, targets
+
+
+def _addressed(disp, args):
+    """(dispatcher, argument types) of a call the segment makes through the kernel's
+    address (by_address.call_at) -- the overload the step's own call runs, compiled, taking
+    the types the segment passes (no None) and returning nothing -- else None: the segment
+    links that kernel's code."""
+    if any(a is None for a in args) or not hasattr(disp, "overloads"):
+        return None
+    argtypes = tuple(numba.typeof(a) for a in args)
+    cres = disp.overloads.get(argtypes)
+    if cres is None or cres.signature.return_type != numba.types.none:
+        return None
+    return disp, argtypes
+
+
+def _table(targets) -> np.ndarray:
+    """The addresses of a segment's kernels (T), in this process."""
+    return np.array([address(disp, _Signature(argtypes)) for disp, argtypes in targets] + [0],
+                    dtype=np.int64)
+
+
+class _Signature(NamedTuple):
+    args: tuple
 
 
 def _consts_of(calls, slab) -> tuple:

@@ -49,7 +49,7 @@ def instructions(plan: ExecutionPlan, calls: list, jit=None, consts=None) -> lis
             k, g = segments[i]
             # (a segment keeps its dispatcher: typing its tuples of slab views to find the
             # entry point cost more than the calls would save, t5_encoder 8 ms a state)
-            out.append((g.fn, (*consts[k][:3], g.ints, g.floats), i))   # (not what it holds)
+            out.append((g.fn, (*consts[k][:3], *g.data), i))   # (not what it holds)
             i = g.stop
             continue
         st = steps[i]

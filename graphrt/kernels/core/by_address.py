@@ -100,3 +100,32 @@ def readonly(typingctx, arr):
         return impl_ret_borrowed(context, builder, sig.return_type, args[0])
 
     return arr.copy(readonly=True)(arr), codegen
+
+
+@intrinsic
+def call_at(typingctx, addr, args):
+    """Call the numba function at machine address ``addr``, compiled for exactly the types
+    of the tuple ``args`` and returning nothing, on ``args``; an exception it raises is
+    raised here (numba's status and exception information passed on). The jitted schedule
+    calls its kernels so (plan/jitsched.py): a segment then links no kernel's code, and
+    compiles in a fraction of the time."""
+    if not isinstance(addr, types.Integer) or not isinstance(args, types.BaseTuple):
+        raise TypingError(f"call_at(address, tuple of arguments), not ({addr}, {args})")
+    target = types.none(*args.types)
+
+    def codegen(context, builder, sig, cargs):
+        conv = context.call_conv
+        values = [builder.extract_value(cargs[1], k) for k in range(len(target.args))]
+        fnty = conv.get_function_type(target.return_type, target.args)
+        result = cgutils.alloca_once(builder, fnty.args[0].pointee)
+        builder.store(cgutils.get_null_value(fnty.args[0].pointee), result)
+        excinfo = cgutils.alloca_once(builder, fnty.args[1].pointee)
+        packed = list(context.get_arg_packer(target.args).as_arguments(builder, values))
+        code = builder.call(builder.inttoptr(cargs[0], fnty.as_pointer()),
+                            [result, excinfo] + packed)
+        status = conv._get_return_status(builder, code, builder.load(excinfo))
+        with cgutils.if_unlikely(builder, status.is_error):
+            conv.return_status_propagate(builder, status)
+        return context.get_dummy_value()
+
+    return types.none(addr, args), codegen

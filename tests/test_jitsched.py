@@ -24,7 +24,7 @@ n = helper.make_node
 
 def chain_model():
     """Element-wise and reduction steps (all jittable), a Reshape view among them, then a
-    MatMul and a CumSum (not jittable: they run as Python between two segments), then more
+    MatMul and a CumSum (not jittable: it runs as Python between two segments), then more
     steps."""
     rng = np.random.default_rng(0)
     nodes = [n("Add", ["x", "b"], ["a"]), n("Mul", ["a", "s"], ["m"]), n("Relu", ["m"], ["r"]),
@@ -69,8 +69,8 @@ def test_segments_give_the_loops_bits(mode, threads, cache_dir):
     plan = compiled(sess)
     spans = [(s.start, s.stop) for s in plan.jit.segments]
     kinds = [st.node.info.op_type for st in plan.steps]
-    python = kinds.index("MatMul")
-    assert len(spans) == 2 and spans[0][1] == python and spans[1][0] == python + 2, spans
+    python = kinds.index("CumSum")
+    assert len(spans) == 2 and spans[0][1] == python and spans[1][0] == python + 1, spans
     for _ in range(2):
         got = sess.run(None, {"x": x})[0]
         assert got.tobytes() == want.tobytes()
@@ -159,7 +159,7 @@ def test_shapes_share_the_generated_modules(cache_dir):
 
 
 def test_segments_call_their_kernels_by_address(cache_dir):
-    """A segment calls each kernel through its address in this process (by_address.call_at),
+    """A segment calls each kernel through its address in this process (by_address.call_packed),
     so it links no kernel's code (the helper process is sent no pickled kernel, and a
     kernel's edit leaves the cached segment valid); the source names each kernel it calls
     in a comment, and the table holds one address per call."""
@@ -412,11 +412,12 @@ def test_a_segment_rebuilds_arrays_with_their_numba_types(tmp_path):
     out = slab[:1]
     calls = [[(_kernel_of_kinds, (ro, grid, flags, out))], [(_kernel_of_kinds, (ro, grid, flags, strided))]]
     _kernel_of_kinds(ro, grid.copy(), flags, out.copy())    # compiled: called by address
-    source, kernels, data, targets = jitsched._source(calls, slab)
-    assert len(targets) == 1 and list(kernels.values()) == [_kernel_of_kinds]  # (then linked)
+    source, kernels, data, targets, packed = jitsched._source(calls, slab)
+    assert packed == [True, False] and list(kernels.values()) == [_kernel_of_kinds]
     fn = jitsched.load_module(jitsched._write(source), kernels)
-    views, by_value, addresses, held = jitsched._consts_of(calls, slab)
-    assert [id(a) for a in held] == [id(ro), id(grid), id(flags)] * 2
+    views, by_value, addresses, held = jitsched._consts_of(calls, slab, packed)
+    assert [id(a) for a in held] == [id(ro), id(grid), id(flags), id(out)] + \
+        [id(ro), id(grid), id(flags)]
     assert [id(a) for a in by_value] == [id(strided)]
     fn(views, by_value, addresses, jitsched._table(targets), *data)
     assert out[0] == 6 + 7 + 2 and strided[0] == 6 + 7 + 2 and grid[0, 0] == 1

@@ -111,6 +111,7 @@ class Spec(NamedTuple):
     kernels: dict
     path: str
     targets: list
+    packed: list
 
 
 class Job:
@@ -273,17 +274,17 @@ def prepare(plan, state) -> Job | None:
     slab = state.slab
     specs, kinds = [], []
     for start, stop in runs:
-        source, kernels, data, targets = _source(calls[start:stop], slab)
+        source, kernels, data, targets, packed = _source(calls[start:stop], slab)
         path = _write(source)
         fn = load_module(path, kernels)
-        consts = _consts_of(calls[start:stop], slab)
+        consts = _consts_of(calls[start:stop], slab, packed)
         sig = tuple(numba.typeof(v) for v in consts[:3] + (_NO_TARGETS,) + data)
-        specs.append(Spec(start, stop, fn, data, sig, kernels, path, targets))
+        specs.append(Spec(start, stop, fn, data, sig, kernels, path, targets, packed))
         kinds.append(_addressed_kinds(consts))
 
     def consts_of(st):
         calls_st = _calls_of(plan, st)
-        out = [_consts_of(calls_st[sp.start:sp.stop], st.slab) for sp in specs]
+        out = [_consts_of(calls_st[sp.start:sp.stop], st.slab, sp.packed) for sp in specs]
         if [_addressed_kinds(c) for c in out] != kinds:
             raise ValueError("a run state's arrays differ in kind from its plan's first")
         return out
@@ -296,7 +297,7 @@ def _calls_of(plan, state) -> list:
     the step must run outside the segments (Python, or calls the step loop replays)."""
     if state.calls is None:
         state.calls = step_calls_of(plan, state)
-    return [[] if st.view else None if st.dynamic or not st.node.kernel.in_segments else c
+    return [[] if st.view else None if st.dynamic else c
             for st, c in zip(plan.steps, state.calls)]
 
 
@@ -331,9 +332,11 @@ def _scalar(v, ints: list, floats: list) -> str | None:
 
 
 def _source(calls, slab):
-    """The segment's source and its data: slab offsets, shapes and scalars are read from
-    the int64 vector I and the float64 vector F, so the text depends on the kernels and the
-    kinds of their arguments only, and every shape of a model shares one module."""
+    """The segment's source and its data: offsets, shapes and scalars are read from the
+    run state's int64 vector A and the plan's int64 and float64 vectors I and F, so the text
+    depends on the kernels and the kinds of their arguments only, and every shape of a model
+    shares one module. Also the kernels it links by name, those it calls by address
+    (``targets``) and, per call, whether it is called so (``packed``)."""
     kernels: dict[str, object] = {}
     lines = []
     types: list[str] = []
@@ -342,14 +345,30 @@ def _source(calls, slab):
     floats: list = []
     tags = []
     targets: list = []
+    packed: list = []
     for disp, args in (c for step in calls for c in step):
         target = _addressed(disp, args)
-        if target is None:
-            name = "k_" + "".join(ch if ch.isalnum() else "_" for ch in disp.py_func.__qualname__)
-            if kernels.setdefault(name, disp) is not disp:
-                name += f"_{len(kernels)}"
-                kernels[name] = disp
-            tags.append(f"{name}:{disp.py_func.__module__}:{_source_hash(disp)}")
+        packed.append(target is not None)
+        if target is not None:
+            spec = []
+            for a in args:
+                if isinstance(a, np.ndarray):
+                    spec.append(f"a{n_addr}:{a.dtype.name}:{a.ndim}:"
+                                f"{'w' if a.flags.writeable else 'r'}")
+                    n_addr += 1 + a.ndim
+                elif a is None:
+                    spec.append("n")
+                else:
+                    spec.append(_packed_scalar(a, ints, floats))
+            lines.append(f"    call_packed(T, {len(targets)}, A, I, F, c, \"{','.join(spec)}\")"
+                         f"  # {disp.py_func.__module__}.{disp.py_func.__qualname__}")
+            targets.append(target)
+            continue
+        name = "k_" + "".join(ch if ch.isalnum() else "_" for ch in disp.py_func.__qualname__)
+        if kernels.setdefault(name, disp) is not disp:
+            name += f"_{len(kernels)}"
+            kernels[name] = disp
+        tags.append(f"{name}:{disp.py_func.__module__}:{_source_hash(disp)}")
         parts = []
         for a in args:
             if isinstance(a, np.ndarray):
@@ -385,26 +404,36 @@ def _source(calls, slab):
                 if ref is None:
                     raise ValueError(f"argument {a!r} is neither an array nor a scalar")
                 parts.append(ref)
-        if target is None:
-            lines.append(f"    {name}({', '.join(parts)})")
-        else:
-            lines.append(f"    call_at(T[{len(targets)}], ({''.join(p + ', ' for p in parts)}))"
-                         f"  # {disp.py_func.__module__}.{disp.py_func.__qualname__}")
-            targets.append(target)
+        lines.append(f"    {name}({', '.join(parts)})")
     head = ["import numpy as np", "from numba import carray, njit",
-            "from graphrt.kernels.core.by_address import call_at, data_at, readonly", "",
+            "from graphrt.kernels.core.by_address import call_packed, data_at, readonly", "",
             "# kernels: " + " ".join(tags), "",
             "@njit(cache=True, nogil=True)", "def segment(S, c, A, T, I, F):"]
     data = (np.array(ints, dtype=np.int64), np.array(floats + [0.0], dtype=np.float64))
-    return "\n".join(head + lines) + "\n", kernels, data, targets
+    return "\n".join(head + lines) + "\n", kernels, data, targets, packed
+
+
+def _packed_scalar(v, ints: list, floats: list) -> str:
+    """call_packed's part for scalar ``v``, its value appended to ints or floats."""
+    if isinstance(v, (bool, np.bool_)):
+        ints.append(int(v))
+        return f"b{len(ints) - 1}"
+    if isinstance(v, (int, np.integer)):
+        ints.append(int(v))
+        return f"i{len(ints) - 1}:{v.dtype.name if isinstance(v, np.integer) else 'int64'}"
+    if isinstance(v, (float, np.floating)) and np.dtype(type(v)).itemsize <= 8:
+        floats.append(float(v))
+        return f"f{len(floats) - 1}:{v.dtype.name if isinstance(v, np.floating) else 'float64'}"
+    raise ValueError(f"argument {v!r} is neither an array nor a scalar")
 
 
 def _addressed(disp, args):
     """(dispatcher, argument types) of a call the segment makes through the kernel's
-    address (by_address.call_at) -- the overload the step's own call runs, compiled, taking
-    the types the segment passes (no None) and returning nothing -- else None: the segment
-    links that kernel's code."""
-    if any(a is None for a in args) or not hasattr(disp, "overloads"):
+    address (by_address.call_packed) -- the overload the step's own call runs, compiled,
+    returning nothing, every array argument one the segment can rebuild from its address --
+    else None: the segment links that kernel's code."""
+    if not hasattr(disp, "overloads") or not all(
+            _by_address(a) for a in args if isinstance(a, np.ndarray)):
         return None
     argtypes = tuple(numba.typeof(a) for a in args)
     cres = disp.overloads.get(argtypes)
@@ -423,17 +452,20 @@ class _Signature(NamedTuple):
     args: tuple
 
 
-def _consts_of(calls, slab) -> tuple:
-    """(S, c, A, held) of a segment (see _source): the slab's views by type, in the order
-    the source first reads them; the arrays outside the slab passed as themselves; the
-    address and shape of each one passed by address, one after another; those arrays
-    (``held``: the run state keeps them, and so what the addresses point at, alive)."""
+def _consts_of(calls, slab, packed) -> tuple:
+    """(S, c, A, held) of a segment (see _source; ``packed`` its calls made by address): the
+    slab's views by type, in the order the source first reads them; the arrays passed as
+    themselves; the address and shape of each one rebuilt from them, one after another;
+    those arrays (``held``: the run state keeps them, and so what the addresses point at,
+    alive)."""
     types, out, held = [], [], []
-    for _disp, args in (c for step in calls for c in step):
+    for by_address, (_disp, args) in zip(packed, (c for step in calls for c in step)):
         for a in args:
             if not isinstance(a, np.ndarray):
                 continue
-            if _in_slab(a, slab) is None:
+            if by_address:
+                held.append(a)
+            elif _in_slab(a, slab) is None:
                 (held if _by_address(a) else out).append(a)
             elif a.dtype not in types:
                 types.append(a.dtype)

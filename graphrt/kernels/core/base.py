@@ -59,11 +59,6 @@ class OpKernel:
     constant_foldable = True        # same inputs give the same outputs
     tile_products = False           # runs the GEMM tile products (gemm/microkernel.py)
     fixed_output = None             # the one output of a kernel without inputs that never varies
-    # jit_calls may be compiled into the plan's segments; False for the products' tiles: a
-    # segment calling them was not cacheable by numba (their function-pointer tables are
-    # dynamic globals) and took about 0.5 s of LLVM time per call (steps run them as calls)
-    in_segments = True
-
     def __init__(self, node: NodeInfo):
         self.node = node
 

@@ -102,30 +102,101 @@ def readonly(typingctx, arr):
     return arr.copy(readonly=True)(arr), codegen
 
 
-@intrinsic
-def call_at(typingctx, addr, args):
-    """Call the numba function at machine address ``addr``, compiled for exactly the types
-    of the tuple ``args`` and returning nothing, on ``args``; an exception it raises is
-    raised here (numba's status and exception information passed on). The jitted schedule
-    calls its kernels so (plan/jitsched.py): a segment then links no kernel's code, and
-    compiles in a fraction of the time."""
-    if not isinstance(addr, types.Integer) or not isinstance(args, types.BaseTuple):
-        raise TypingError(f"call_at(address, tuple of arguments), not ({addr}, {args})")
-    target = types.none(*args.types)
+def _call(context, builder, addr, argtypes, values) -> None:
+    """Call the numba function at ``addr`` (an LLVM int64), compiled for ``argtypes`` and
+    returning nothing, on ``values``; an exception it raises is raised by the caller (numba's
+    status and exception information passed on)."""
+    conv = context.call_conv
+    fnty = conv.get_function_type(types.none, argtypes)
+    result = cgutils.alloca_once(builder, fnty.args[0].pointee)
+    builder.store(cgutils.get_null_value(fnty.args[0].pointee), result)
+    excinfo = cgutils.alloca_once(builder, fnty.args[1].pointee)
+    packed = list(context.get_arg_packer(argtypes).as_arguments(builder, values))
+    code = builder.call(builder.inttoptr(addr, fnty.as_pointer()), [result, excinfo] + packed)
+    status = conv._get_return_status(builder, code, builder.load(excinfo))
+    with cgutils.if_unlikely(builder, status.is_error):
+        conv.return_status_propagate(builder, status)
+
+
+def _arg_types(spec: str, c) -> tuple:
+    """The argument types a ``call_packed`` spec describes (see there)."""
+    out = []
+    for part in spec.split(","):
+        kind, *rest = part.split(":")
+        if kind[0] == "a":
+            out.append(types.Array(getattr(types, rest[0]), int(rest[1]), "C",
+                                   readonly=rest[2] == "r"))
+        elif kind[0] == "c":
+            out.append(c.types[int(kind[1:])])
+        elif kind[0] in "if":
+            out.append(getattr(types, rest[0]))
+        elif kind[0] == "b":
+            out.append(types.boolean)
+        elif kind == "n":
+            out.append(types.none)
+        else:
+            raise TypingError(f"call_packed: unknown argument kind {part!r}")
+    return tuple(out)
+
+
+@intrinsic(prefer_literal=True)
+def call_packed(typingctx, table, slot, arrays, ints, floats, c, spec):
+    """Call the numba function at address table[slot] (``address``: the overload for exactly
+    these argument types, returning nothing) on arguments built from a run state's vectors as
+    the literal string ``spec`` says, one comma-separated part per argument:
+    ``a<p>:<dtype>:<ndim>:<r|w>`` a C-contiguous array at address arrays[p] of shape
+    arrays[p+1 : p+1+ndim] (read-only or writable, as numba typed it); ``c<k>`` element k of
+    the tuple ``c``; ``i<p>:<type>`` ints[p] as that integer type; ``b<p>`` ints[p] != 0;
+    ``f<p>:<type>`` floats[p] as that float type; ``n`` None. An exception the callee raises
+    is raised here. One call to type and lower, where the same arguments written as
+    indexing, slicing and numba.carray cost numba a search of every getitem overload each
+    (about 3 ms a call site). The jitted schedule calls its kernels so (plan/jitsched.py):
+    a segment links no kernel's code."""
+    if not isinstance(spec, types.StringLiteral) or not isinstance(slot, types.Integer):
+        return None
+    argtypes = _arg_types(spec.literal_value, c)
+    parts = spec.literal_value.split(",")
 
     def codegen(context, builder, sig, cargs):
-        conv = context.call_conv
-        values = [builder.extract_value(cargs[1], k) for k in range(len(target.args))]
-        fnty = conv.get_function_type(target.return_type, target.args)
-        result = cgutils.alloca_once(builder, fnty.args[0].pointee)
-        builder.store(cgutils.get_null_value(fnty.args[0].pointee), result)
-        excinfo = cgutils.alloca_once(builder, fnty.args[1].pointee)
-        packed = list(context.get_arg_packer(target.args).as_arguments(builder, values))
-        code = builder.call(builder.inttoptr(cargs[0], fnty.as_pointer()),
-                            [result, excinfo] + packed)
-        status = conv._get_return_status(builder, code, builder.load(excinfo))
-        with cgutils.if_unlikely(builder, status.is_error):
-            conv.return_status_propagate(builder, status)
+        from numba.np.arrayobj import populate_array
+        i64 = ir.IntType(64)
+        tab, at, arr, iv, fv, cv, _ = cargs
+
+        def element(vec_type, vec, pos):
+            data = context.make_array(vec_type)(context, builder, vec).data
+            return builder.load(builder.gep(data, [pos if isinstance(pos, ir.Value) else
+                                                   ir.Constant(i64, pos)]))
+
+        values = []
+        for part, ty in zip(parts, argtypes):
+            kind = part.split(":")[0]
+            if kind[0] == "a":
+                p = int(kind[1:])
+                item = context.get_abi_sizeof(context.get_data_type(ty.dtype))
+                ptr = builder.inttoptr(element(sig.args[2], arr, p),
+                                       context.get_data_type(ty.dtype).as_pointer())
+                shape = [element(sig.args[2], arr, p + 1 + d) for d in range(ty.ndim)]
+                strides = [ir.Constant(i64, item)] * ty.ndim
+                for d in range(ty.ndim - 2, -1, -1):
+                    strides[d] = builder.mul(strides[d + 1], shape[d + 1])
+                ary = context.make_array(ty)(context, builder)
+                populate_array(ary, data=ptr, shape=shape, strides=strides,
+                               itemsize=ir.Constant(i64, item), meminfo=None)
+                values.append(ary._getvalue())
+            elif kind[0] == "c":
+                values.append(builder.extract_value(cv, int(kind[1:])))
+            elif kind[0] == "i":
+                values.append(context.cast(builder, element(sig.args[3], iv, int(kind[1:])),
+                                           types.int64, ty))
+            elif kind[0] == "b":
+                values.append(context.cast(builder, element(sig.args[3], iv, int(kind[1:])),
+                                           types.int64, types.boolean))
+            elif kind[0] == "f":
+                values.append(context.cast(builder, element(sig.args[4], fv, int(kind[1:])),
+                                           types.float64, ty))
+            else:
+                values.append(context.get_dummy_value())
+        _call(context, builder, element(sig.args[0], tab, cargs[1]), argtypes, values)
         return context.get_dummy_value()
 
-    return types.none(addr, args), codegen
+    return types.none(table, slot, arrays, ints, floats, c, spec), codegen

@@ -30,10 +30,6 @@ class FusedEpilogue(OpKernel):
         self.stages = tuple(stages)
         self.supports_exact = primary.supports_exact and all(s.kernel.supports_exact for s in stages)
 
-    @property
-    def in_segments(self) -> bool:
-        return self.primary.in_segments and all(s.kernel.in_segments for s in self.stages)
-
     def describe(self) -> str:
         return "+".join([self.primary.node.op_type] + [s.kernel.node.op_type for s in self.stages])
 

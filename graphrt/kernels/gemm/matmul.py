@@ -28,7 +28,6 @@ class MatMul(OpKernel):
                                              np.uint32, np.uint64)) | HALF
     trans_a = trans_b = False       # FusedMatMul: the last two axes of A or B swapped
     alpha = 1.0                     # FusedMatMul: the product times alpha (one rounding)
-    in_segments = False             # see OpKernel.in_segments
 
     def __init__(self, node):
         super().__init__(node)
@@ -120,7 +119,6 @@ class Gemm(OpKernel):
     tile_products = True
     supports_exact = True
     ALLOWED = frozenset(np.dtype(t) for t in (np.float32, np.float64)) | HALF
-    in_segments = False
 
     def __init__(self, node):
         super().__init__(node)

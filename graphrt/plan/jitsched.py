@@ -3,22 +3,25 @@
 A kernel whose run is a fixed list of calls of compiled functions says so through
 ``OpKernel.jit_calls(ctx)`` -> [(dispatcher, args), ...]. Each maximal run of consecutive
 static steps whose kernels all say so (static views, which run nothing, join them) becomes
-one generated function ``segment(S, c, A, I, F)``: every array argument that lies in the run
-state's slab becomes ``S[t][I[a]:I[b]]``, a slice of the slab viewed as its element type (``S``
-holds one such view per type the segment reads; the offsets are the same for every run state
-of the plan; a slice is cheaper for numba to compile than a view made in the function), every
-other array (constants, plan data, held scratch) an array rebuilt from its address and shape
-in the run state's int64 vector ``A`` (numba types and unboxes each array passed from Python
-at every call, about 0.15 us each: a segment of 48 small convolutions spent 48 of its 67 us
-so), or where it cannot be (another layout or element type) an element of the tuple ``c``,
-and every scalar an element of the plan's int64 or float64 vector I or F. So a run calls numba once per
+one generated function ``segment(S, c, A, T, I, F)`` of one line per call. A call is made
+through the kernel's address (``T``, this process's table) by one intrinsic,
+``call_packed(T, k, A, I, F, c, "spec")`` (kernels/core/by_address.py), which builds every
+argument as the literal spec says: arrays from their addresses and extents in the run state's
+int64 vector ``A`` (numba types and unboxes each array passed from Python at every call, about
+0.15 us each: a segment of 48 small convolutions spent 48 of its 67 us so), scalars from the
+plan's int64 or float64 vector I or F. A call whose kernel is not compiled for its argument
+types, returns a value or takes an array of another layout or element type is linked
+instead: its slab arrays become ``S[t][I[a]:I[b]]``, slices of the slab viewed as their element
+type (``S`` holds one view per type), its other arrays are rebuilt from ``A`` or, where they
+cannot be, are elements of the tuple ``c``. So a run calls numba once per
 segment instead of Python once per step, and the source depends on the kernels and the kinds
 of their arguments only: all input shapes of a model share one compiled module (the number
 of modules a process compiles stays bounded however many shapes it sees).
 
-The source names each kernel by its module, its qualified name (jit.Variants puts a hash of
-the bound helpers there) and a hash of its source -- numba's cached code refers to the
-kernel's module, so a kernel that moves must rename the file -- and the module is written once to a file named by
+The source names each kernel it links by its module, its qualified name (jit.Variants puts a
+hash of the bound helpers there) and a hash of its source -- numba's cached code refers to the
+kernel's module, so a kernel that moves must rename the file -- and each one it calls by
+address in a comment (its code is not in the segment's); the module is written once to a file named by
 the hash of its text, in graphrt's schedule cache (cache.schedules_dir), so numba's
 on-disk cache serves it to later processes.
 
@@ -312,23 +315,15 @@ def _in_slab(a: np.ndarray, slab: np.ndarray):
     return p - base
 
 
-def _scalar(v, ints: list, floats: list) -> str | None:
+def _scalar(v, ints: list, floats: list) -> str:
     """Source reading scalar ``v`` from the segment's int64 or float64 vector (appended to),
-    typed as ``v`` is; None for a value that is neither."""
-    if isinstance(v, (bool, np.bool_)):
-        ints.append(int(v))
-        return f"(I[{len(ints) - 1}] != 0)"
-    if isinstance(v, (int, np.integer)):
-        ints.append(int(v))
-        ref = f"I[{len(ints) - 1}]"
-        return ref if not isinstance(v, np.integer) or v.dtype == np.int64 else \
-            f"np.{v.dtype.name}({ref})"
-    if isinstance(v, (float, np.floating)) and np.dtype(type(v)).itemsize <= 8:
-        floats.append(float(v))
-        ref = f"F[{len(floats) - 1}]"
-        return ref if not isinstance(v, np.floating) or v.dtype == np.float64 else \
-            f"np.{v.dtype.name}({ref})"
-    return None
+    typed as ``v`` is (a linked call's argument; _packed_scalar's part written out)."""
+    part = _packed_scalar(v, ints, floats)
+    kind, _, dtype = part.partition(":")
+    ref = f"{'F' if kind[0] == 'f' else 'I'}[{kind[1:]}]"
+    if kind[0] == "b":
+        return f"({ref} != 0)"
+    return ref if dtype in ("int64", "float64") else f"np.{dtype}({ref})"
 
 
 def _source(calls, slab):
@@ -400,10 +395,7 @@ def _source(calls, slab):
             elif a is None:
                 parts.append("None")
             else:
-                ref = _scalar(a, ints, floats)
-                if ref is None:
-                    raise ValueError(f"argument {a!r} is neither an array nor a scalar")
-                parts.append(ref)
+                parts.append(_scalar(a, ints, floats))
         lines.append(f"    {name}({', '.join(parts)})")
     head = ["import numpy as np", "from numba import carray, njit",
             "from graphrt.kernels.core.by_address import call_packed, data_at, readonly", "",

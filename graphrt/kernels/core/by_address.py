@@ -160,10 +160,11 @@ def call_packed(typingctx, table, slot, arrays, ints, floats, c, spec):
     def codegen(context, builder, sig, cargs):
         from numba.np.arrayobj import populate_array
         i64 = ir.IntType(64)
-        tab, at, arr, iv, fv, cv, _ = cargs
+        tab, arr, iv, fv = (context.make_array(sig.args[k])(context, builder, cargs[k]).data
+                            for k in (0, 2, 3, 4))
+        cv = cargs[5]
 
-        def element(vec_type, vec, pos):
-            data = context.make_array(vec_type)(context, builder, vec).data
+        def element(data, pos):
             return builder.load(builder.gep(data, [pos if isinstance(pos, ir.Value) else
                                                    ir.Constant(i64, pos)]))
 
@@ -173,9 +174,9 @@ def call_packed(typingctx, table, slot, arrays, ints, floats, c, spec):
             if kind[0] == "a":
                 p = int(kind[1:])
                 item = context.get_abi_sizeof(context.get_data_type(ty.dtype))
-                ptr = builder.inttoptr(element(sig.args[2], arr, p),
+                ptr = builder.inttoptr(element(arr, p),
                                        context.get_data_type(ty.dtype).as_pointer())
-                shape = [element(sig.args[2], arr, p + 1 + d) for d in range(ty.ndim)]
+                shape = [element(arr, p + 1 + d) for d in range(ty.ndim)]
                 strides = [ir.Constant(i64, item)] * ty.ndim
                 for d in range(ty.ndim - 2, -1, -1):
                     strides[d] = builder.mul(strides[d + 1], shape[d + 1])
@@ -186,17 +187,17 @@ def call_packed(typingctx, table, slot, arrays, ints, floats, c, spec):
             elif kind[0] == "c":
                 values.append(builder.extract_value(cv, int(kind[1:])))
             elif kind[0] == "i":
-                values.append(context.cast(builder, element(sig.args[3], iv, int(kind[1:])),
+                values.append(context.cast(builder, element(iv, int(kind[1:])),
                                            types.int64, ty))
             elif kind[0] == "b":
-                values.append(context.cast(builder, element(sig.args[3], iv, int(kind[1:])),
+                values.append(context.cast(builder, element(iv, int(kind[1:])),
                                            types.int64, types.boolean))
             elif kind[0] == "f":
-                values.append(context.cast(builder, element(sig.args[4], fv, int(kind[1:])),
+                values.append(context.cast(builder, element(fv, int(kind[1:])),
                                            types.float64, ty))
             else:
                 values.append(context.get_dummy_value())
-        _call(context, builder, element(sig.args[0], tab, cargs[1]), argtypes, values)
+        _call(context, builder, element(tab, cargs[1]), argtypes, values)
         return context.get_dummy_value()
 
     return types.none(table, slot, arrays, ints, floats, c, spec), codegen

@@ -31,9 +31,11 @@ module is imported (numba picks a function's cache locator when it is decorated)
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import itertools
 import os
 import shutil
+import time
 
 from numba.core import caching, config
 
@@ -120,6 +122,67 @@ def _save(self, key, data):
         self._save_index(overloads)
 
 
+WAIT_FOR_OTHERS = 120.0     # seconds at most spent waiting for another process's compile
+
+
+@contextlib.contextmanager
+def _compiling(cache, args: tuple):
+    """Held while this process compiles (or loads) the specialisation for ``args`` of a function cached in graphrt's
+    folders: an exclusive lock on a file named by the function's index and the signature.
+    A process that finds it held waits for the holder, whose compile is then in the cache
+    to load, instead of compiling the same code beside it (the test suite's workers, the
+    schedule helper, a cluster's workers sharing one folder). Waiting ends after
+    ``WAIT_FOR_OTHERS`` seconds whatever the holder does: then this process compiles too."""
+    name = hashlib.sha1(f"{cache._cache_file._index_path}|{args}|"
+                        f"{getattr(cache, 'graphrt_settings', None)}".encode()).hexdigest()[:20]
+    folder = os.path.join(kernels_dir(), ".compiling")
+    try:
+        os.makedirs(folder, exist_ok=True)
+        f = open(os.path.join(folder, name), "a")
+    except OSError:
+        yield
+        return
+    with f:
+        end = time.monotonic() + WAIT_FOR_OTHERS
+        while True:
+            try:
+                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > end:
+                    f = None
+                    break
+                time.sleep(0.01)
+        try:
+            yield
+        finally:
+            if f is not None:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _one_compiler(numba_compile):
+    """Dispatcher.compile, one process at a time per signature of a function cached in
+    graphrt's folders (``_compiling``). The file lock is taken inside numba's compiler lock,
+    so every thread holding one holds the other: a wait between processes then follows
+    their call graphs, which have no cycles, and cannot deadlock."""
+    from numba.core import sigutils
+    from numba.core.compiler_lock import global_compiler_lock
+
+    def compile(self, sig):
+        cache = self._cache
+        if fcntl is None or getattr(cache, "graphrt_settings", None) is None:
+            return numba_compile(self, sig)
+        with global_compiler_lock:
+            args, _ = sigutils.normalize_signature(sig)
+            existing = self.overloads.get(tuple(args))
+            if existing is not None:
+                return existing.entry_point
+            with _compiling(cache, tuple(args)):
+                return numba_compile(self, sig)
+    compile.graphrt = True
+    return compile
+
+
 def _plain(value):
     """A compile option as a value whose repr is the same in every process (a set of
     fastmath flags sorted: a set's order follows the string hash seed)."""
@@ -174,6 +237,7 @@ def install() -> None:
             dispatcher.Dispatcher.enable_caching, lambda d: d.targetoptions)
         ccallback.CFunc.enable_caching = _keyed(
             ccallback.CFunc.enable_caching, lambda c: c._compiler.targetoptions)
+        dispatcher.Dispatcher.compile = _one_compiler(dispatcher.Dispatcher.compile)
 
 
 def _files(folder: str):

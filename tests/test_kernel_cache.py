@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import numpy as np
 import onnx
@@ -103,6 +104,33 @@ def test_processes_filling_one_cache_at_once_leave_it_whole(tmp_path):
     assert third["compiled"] == 0
     assert third["results"] == {dt: _expected(dt) for dt in ("float32", "float64")}
     assert not list(kernels.rglob("*.tmp.*"))
+
+
+# Waits until the time argv[1], then compiles (or loads) graphrt's _erf64 as a cached function
+# of its own and prints how many specialisations it compiled and how many it loaded.
+AT_ONCE_SCRIPT = r"""
+import json, sys, time
+import graphrt
+from numba import njit
+from graphrt.kernels.math.vecmath import _erf64
+f = njit(cache=True, nogil=True, error_model="numpy")(_erf64.py_func)
+time.sleep(max(0.0, float(sys.argv[1]) - time.time()))
+f(0.3)
+print(json.dumps({"hits": sum(f.stats.cache_hits.values()),
+                  "misses": sum(f.stats.cache_misses.values())}))
+"""
+
+
+def test_processes_asking_for_one_kernel_at_once_compile_it_once(tmp_path):
+    """Two processes asking for the same specialisation at the same moment: one compiles
+    it, the other waits for that compile and loads it (graphrt/cache.py ``_compiling``),
+    where each used to compile it beside the other."""
+    start = str(time.time() + 6.0)
+    procs = [subprocess.Popen([sys.executable, "-c", AT_ONCE_SCRIPT, start], cwd=ROOT,
+                              env=_env(tmp_path / "cache"), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [_finish(p) for p in procs]
+    assert sorted((o["misses"], o["hits"]) for o in outs) == [(0, 1), (1, 0)]
 
 
 # Compiles graphrt's exp64 again with the fastmath flags argv[1] ("-" for none) and prints

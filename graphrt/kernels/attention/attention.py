@@ -203,7 +203,7 @@ def _to_bf16(v):
 def _pairwise_denominator(ex, base, n, wide):
     """The softmax denominator of the row ex[base:base + n] in summation's blocked pairwise
     order (in ex's type); 1 when it is 0 (an empty or all -inf row)."""
-    s = _SUM(ex, base, n, 1, wide) if n > 0 else wide
+    s = _SUM(ex, base, n, wide) if n > 0 else wide
     return ex.dtype.type(1) if s == 0 else s
 
 

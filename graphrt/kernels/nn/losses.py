@@ -90,8 +90,8 @@ def _log_softmax(x, out, classes, inner, tasks):
 
 _NLL = Variants(_nll, "nll_loss")
 _LOG_SOFTMAX = FastExact(
-    Variants(_log_softmax, "log_softmax", parallel=True, SUM_EXP=EXP_DEVIATIONS.run, LOG=_libm_log),
-    Variants(_log_softmax, "log_softmax_exact", parallel=True, SUM_EXP=EXACT_EXP_DEVIATIONS.run,
+    Variants(_log_softmax, "log_softmax", parallel=True, SUM_EXP=EXP_DEVIATIONS.strided, LOG=_libm_log),
+    Variants(_log_softmax, "log_softmax_exact", parallel=True, SUM_EXP=EXACT_EXP_DEVIATIONS.strided,
              LOG=_own_log))
 
 

@@ -171,8 +171,8 @@ def _rows(x, scale, bias, y, st1, st2, cols, prm, stats, tasks):
         off = s * cols
         mu = zero
         if MODE == LAYER:
-            mu = _RUN(x, off, cols, 1, zero) / n
-        var = _RUN_DEV_SQ(x, off, cols, 1, mu) / n
+            mu = _RUN(x, off, cols, zero) / n
+        var = _RUN_DEV_SQ(x, off, cols, mu) / n
         inv = one / np.sqrt(var + eps)
         if stats != NO_STATS:
             st1[s] = np.nan if EXACT and mu != mu else mu

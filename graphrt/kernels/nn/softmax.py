@@ -60,7 +60,7 @@ def _softmax_row(x, out):
     else:
         for k in range(x.size):
             out[k] = vexp(x[k] - m)
-    s = _SUM(out, 0, out.size, 1, m)
+    s = _SUM(out, 0, out.size, m)
     for k in range(x.size):
         out[k] = out[k] / s
 
@@ -68,7 +68,7 @@ def _softmax_row(x, out):
 @njit(cache=False, nogil=True, error_model="numpy", fastmath=set(FAST_MATH))   # see scalar_op
 def _log_softmax_row(x, out):
     m = _row_max(x)
-    ls = np.log(_SUM_EXP(x, 0, x.size, 1, m))
+    ls = np.log(_SUM_EXP(x, 0, x.size, m))
     for k in range(x.size):
         out[k] = (x[k] - m) - ls
 
@@ -78,7 +78,7 @@ def _softmax_row_exact(x, out):
     m = _row_max(x)
     for k in range(x.size):
         out[k] = _own_exp(x[k] - m)
-    s = _SUM(out, 0, out.size, 1, m)
+    s = _SUM(out, 0, out.size, m)
     for k in range(x.size):
         v = out[k] / s
         out[k] = np.nan if v != v else v
@@ -87,7 +87,7 @@ def _softmax_row_exact(x, out):
 @njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
 def _log_softmax_row_exact(x, out):
     m = _row_max(x)
-    ls = _own_log(_SUM_OWN_EXP(x, 0, x.size, 1, m))
+    ls = _own_log(_SUM_OWN_EXP(x, 0, x.size, m))
     for k in range(x.size):
         v = (x[k] - m) - ls
         out[k] = np.nan if v != v else v

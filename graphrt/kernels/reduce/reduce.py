@@ -46,6 +46,7 @@ TWO_PASS = False
 PAIRWISE = False    # the members that add: their sum in summation's blocked pairwise order
 SUM_SET = None      # that sum's helpers (summation.Summer), for one output / side by side
 SUM_COLS = None
+SUM_RUN = None      # ... for one contiguous run
 EXP_SET = None      # ReduceLogSumExp's sum of exp(x - m), fast or exact
 EXP_COLS = None
 
@@ -136,6 +137,21 @@ def _rows(x, out, ident, n_, kshape, kstride, rshape, rstride, count, block, tas
             m = a
             a = SECOND(x, base, rshape, rstride, router, m, a)
             v = FINISH(a, n_, m)
+            if EXACT and v != v:
+                out[o] = np.nan
+            else:
+                out[o] = v
+
+
+def _runs(x, out, ident, n_, rin, block, tasks):
+    """Output o the sum of the one contiguous run x[o * rin:(o + 1) * rin] (a sum over
+    the trailing axes: GlobalAveragePool's planes, a last-axis ReduceMean), finished: the
+    value _rows gives such a set (its set is that one run), without the general walk."""
+    nout = out.size
+    for t in prange(tasks):
+        for o in range(t * block, min(nout, t * block + block)):
+            a = SUM_RUN(x, o * rin, rin, ident)
+            v = FINISH(a, n_, a)
             if EXACT and v != v:
                 out[o] = np.nan
             else:
@@ -299,7 +315,7 @@ class _Kernels:
     sum MAP(x) with it (blocked pairwise) instead of COMBINE. ``exact``: the scalar parts
     the exact variants bind instead (graphrt's own exp and log in place of libm's)."""
 
-    __slots__ = ("rows", "cols", "two_pass", "pairwise")
+    __slots__ = ("rows", "cols", "runs", "two_pass", "pairwise")
 
     def __init__(self, name, map_, combine, finish, two_pass=False, exact=None, summer=None):
         consts = dict(MAP=map_, COMBINE=combine, FINISH=finish, TWO_PASS=two_pass,
@@ -313,6 +329,8 @@ class _Kernels:
         self.pairwise = summer is not None or two_pass     # ... and its partial sums
         self.rows = _variants(_rows, name + "_rows", consts, exact)
         self.cols = _variants(_cols, name + "_cols", consts, exact)
+        self.runs = None if summer is None or two_pass else \
+            _variants(_runs, name + "_runs", dict(consts, SUM_RUN=summer.run), exact)
 
 
 def _variants(template, name, consts, exact):
@@ -407,6 +425,9 @@ class _Reduce(OpKernel):
         n_ = acc_dt.type(count)
         parallel = math.prod(shape) >= PARALLEL_MIN
         cols = kstride[-1] == 1 and count > 1 and nout > 0
+        runs = kernels.runs is not None and count > 0 and len(rshape) == 1 and \
+            rstride[0] == 1 and len(kshape) == 1 and (kstride[0] == count or nout == 1)
+        walk = (kshape, kstride, rshape, rstride, count)
         if cols:
             block = min(int(kshape[-1]), COLUMN_BLOCK)
             tasks = nout // int(kshape[-1]) * -(-int(kshape[-1]) // block)
@@ -414,12 +435,14 @@ class _Reduce(OpKernel):
         else:
             block = max(1, BLOCK // max(count, 1)) if parallel else max(nout, 1)
             tasks = -(-nout // block)
-            fn = kernels.rows
+            fn = kernels.runs if runs else kernels.rows
+            if runs:
+                walk = (count,)
         parallel = parallel and tasks > 1
         need_acc = acc_dt != compute_dtype(dt) or kernels.two_pass
         work_rows = cols_work(rshape, count) if cols and kernels.pairwise else 0
         ctx.prepared = (fn.get(ctx.exact, parallel), cols, need_acc, work_rows, acc_dt, ident, n_,
-                        kshape, kstride, rshape, rstride, count, block, tasks)
+                        *walk, block, tasks)
 
     @staticmethod
     def _call(ctx: RunContext, x, out):

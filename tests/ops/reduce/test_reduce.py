@@ -126,7 +126,7 @@ def test_reduce_nan_and_infinities():
           np.array([[1000 + np.log(2)]], np.float32))
 
 
-@pytest.mark.parametrize("axes", [[1], [0], [0, 2], [0, 1, 2]])
+@pytest.mark.parametrize("axes", [[1], [0], [0, 2], [0, 1, 2], [2], [1, 2]])   # the last three: one run per output
 def test_reduce_sum_exact_order_and_threads(axes):
     x = rand((64, 40, 33), seed=6) * 1000     # 84k elements: parallel
     one = ours("ReduceSum", [x, i64(*axes)], {"keepdims": 0}, consts=(1,),

@@ -179,10 +179,17 @@ def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols
         return False
     if FEW:
         if rows < FEW_ROWS and panels:
+            # each row by the 4-row micro-kernel reading that row four times (a_r = 0) and
+            # storing its four equal results at one place (ldc = 0): the micro-kernel's
+            # operations, its eight accumulators in registers (a row alone has two, and
+            # waits on each FMA's latency: 2.5x slower)
             nr = cb.size // MR
-            for j0 in range(0, cols, nr):
-                FEW_ROWS_AT(kt, (a, ao, a_si, a_sk, b, bo + j0 * kk, nr, out, oo + j0, ldo, rows,
-                                 min(nr, cols - j0), kk, exact))
+            none = (epi[0], epi[1], epi[2], 0)
+            for i in range(rows):
+                for j0 in range(0, cols, nr):
+                    _micro_at(kt, 4, a, ao + i * a_si, a_sk, 0, b, bo + j0 * kk, nr, False,
+                              NO_TABLE, 0, out, oo + i * ldo + j0, 0, kk, False,
+                              min(nr, cols - j0), nr, none)
             return False
         if rows < FEW_ROWS and b_sk == 1 and b_sj != 1 and btab.size == 0:
             DOT_ROWS_AT(kt, (a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb,

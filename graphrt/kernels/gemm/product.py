@@ -158,6 +158,8 @@ MIN_ROWS, MIN_COLS = 48, 64     # a tile is not cut below these (4 row panels, 2
 # number of float64's), so no tile gets an edge panel the product does not have
 MR, NR = microkernel.MR, microkernel.nr_of(4)
 DOT_SLOWER = 16             # scalar FMA chains against two vectors of them a cycle
+ROW_SLOWER = 8              # a row alone over panels: the 4-row kernel (a quarter of its work
+                            # used) from memory, measured about 8x a blocked tile's time
 
 # tile geometry vector layout (int64), filled by _plan_tiles
 (_T_M, _T_N, _T_K, _T_MB, _T_NB, _T_TM, _T_TN, _T_KIND, _T_TA, _T_LDA, _T_A_SI, _T_TB, _T_LDB,
@@ -377,8 +379,10 @@ def _plan_tiles(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=Tru
         return None
     # a few rows over a transposed B run as scalar chains (microkernel._dot_rows), about
     # DOT_SLOWER times the micro-kernel's time a multiply-add: tiles of the same time
+    # (and a few rows over panels at about ROW_SLOWER times)
     dot = own and m < microkernel.FEW_ROWS and geo[_B_SK] == 1 and geo[_B_SJ] != 1
-    mb, cb = tiling(nb, m, n, k * DOT_SLOWER if dot else k)
+    rows = own and m < microkernel.FEW_ROWS and bool(panels)
+    mb, cb = tiling(nb, m, n, k * (DOT_SLOWER if dot else ROW_SLOWER if rows else 1))
     g = np.zeros(21, dtype=np.int64)
     g[_T_PANELS] = panels
     g[_T_M], g[_T_N], g[_T_K], g[_T_MB], g[_T_NB] = m, n, k, mb, cb

@@ -26,6 +26,9 @@ inputs = [helper.make_tensor_value_info("X", TensorProto.FLOAT, x.shape)]
 feeds = {"X": x}
 if op == "Softmax":
     nodes = [helper.make_node(op, ["X"], ["Y"], axis=-1)]
+elif op == "Chain":      # the middle steps run in place: each its kernel's in-place twin
+    nodes = [helper.make_node("Relu", ["X"], ["R"]), helper.make_node("Sigmoid", ["R"], ["S"]),
+             helper.make_node("Tanh", ["S"], ["T"]), helper.make_node("Neg", ["T"], ["Y"])]
 elif op == "MaxPool":
     nodes = [helper.make_node("Relu", ["X"], ["R"]),
              helper.make_node("MaxPool", ["R"], ["Y"], kernel_shape=[3], pads=[1, 1])]
@@ -81,3 +84,16 @@ def test_a_cold_first_run_takes_serial_kernels_then_the_parallel_ones(tmp_path, 
     plain, want = _child(tmp_path, op, mode, "0")
     assert plain["first"] != [] and plain["builds"] == 1
     assert first.tobytes() == want.tobytes()
+
+
+@pytest.mark.skipif(os.cpu_count() < 2, reason="one core: no helper process, no parallel kernels")
+def test_a_warm_cache_is_not_taken_for_a_cold_one(tmp_path):
+    """A plan asks for both forms of a step that may run in place and runs one of them: a
+    second process over the cache the first one filled plans once, with its parallel
+    kernels from the first run (it used to take the unused form's missing index for a cold
+    cache and plan twice, starting the helper process for nothing)."""
+    first, y1 = _child(tmp_path, "Chain", "fast", "1")
+    assert first["builds"] == 2 and first["first"] == []
+    second, y2 = _child(tmp_path, "Chain", "fast", "1")
+    assert second["builds"] == 1 and second["first"] == [] and second["later"] == []
+    assert y1.tobytes() == y2.tobytes()

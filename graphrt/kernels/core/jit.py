@@ -102,11 +102,12 @@ class Variants:
                     fastmath=False if exact else set(FAST_MATH))
         return fn
 
-    def get(self, exact: bool, parallel: bool = False, small: bool = False):
-        if parallel and True in self._bodies:
-            asked = ASKED.get()
-            if asked is not None:
-                asked.add((self, exact))
+    def get(self, exact: bool, parallel: bool = False, small: bool = False,
+            record: bool = True):
+        """The function of the mode and form; asking for a parallel form records it in
+        ASKED (unless ``record`` is false: the caller records it, see ``ask``)."""
+        if record and parallel and True in self._bodies:
+            ask((self,), exact)
         if parallel and serial_planning():
             parallel = False
         if small and not parallel and "small" in self._bodies:
@@ -119,9 +120,18 @@ class Variants:
 
 
 _MAKING = threading.RLock()
-# Where a plan being built or run records the (Variants, exact) whose parallel form it asked
-# for (plan/warm.py), else None.
+# Where a plan being built or run records the parallel forms it asked for (plan/warm.py), else
+# None: items (alternatives, exact), ``alternatives`` a tuple of Variants of which the plan
+# runs one (a path and its in-place twin: which one is known only when the run's buffers are).
 ASKED: contextvars.ContextVar = contextvars.ContextVar("graphrt_parallel_asked", default=None)
+
+
+def ask(alternatives: tuple, exact: bool) -> None:
+    """Record in ASKED that a plan runs the parallel form of one of ``alternatives``."""
+    asked = ASKED.get()
+    alternatives = tuple(v for v in alternatives if True in v._bodies)
+    if asked is not None and alternatives:
+        asked.add((alternatives, exact))
 
 
 def rebind(template, qualname: str, consts: dict):

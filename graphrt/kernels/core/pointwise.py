@@ -21,7 +21,7 @@ from ... import dtypes as _dt
 from .base import InferContext, OpKernel, RunContext, folding
 from .broadcast import Walk, broadcast_shape, element_strides, put, row_offset, task_span
 from .floats import FLOATS, compute_dtype, narrow, result_buffer, wide_calls, widen
-from .jit import Variants
+from .jit import Variants, ask
 
 EXACT = False
 OP = None
@@ -135,8 +135,11 @@ class Forms:
     def pick(self, path: str, exact: bool, parallel: bool) -> tuple:
         """(fn, in-place fn or None) of ``path``."""
         twin = self._in_place.get(path)
-        return (self._paths[path].get(exact, parallel),
-                None if twin is None else self._paths[twin].get(exact, parallel))
+        forms = (self._paths[path],) if twin is None else (self._paths[path], self._paths[twin])
+        if parallel:
+            ask(forms, exact)
+        return (forms[0].get(exact, parallel, record=False),
+                None if twin is None else forms[1].get(exact, parallel, record=False))
 
 
 def in_place_form(pair: tuple, x, out):

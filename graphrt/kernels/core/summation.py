@@ -125,7 +125,9 @@ def _run(x, off, n, p):
 
 def _strided(x, off, n, step, p):
     """The run x[off], x[off + step], ..., x[off + (n - 1) * step] (any step): _run's
-    blocks and lanes, read with the stride."""
+    blocks and lanes, read with the stride. (One block loop over a view serving both, a
+    C-contiguous view here and a strided one there, was a third function linked into both:
+    LayerNormalization's rows then compiled in 1.9-2.2 s against 1.4.)"""
     first = MAP(x[off], p)
     stack = carray(_stack_of(first), DEPTH)
     lanes = carray(_stack_of(first), LANES)

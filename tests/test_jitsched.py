@@ -2,6 +2,7 @@
 generated numba function over the slab give the bits the step-by-step loop gives."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -137,6 +138,35 @@ def test_another_process_loads_the_schedule_from_disk(cache_dir):
     first, second = (tuple(map(int, r.stdout.split())) for r in runs)
     assert first[1] == second[1] >= 1
     assert first[0] == 0 and second[0] == second[1]
+
+
+def test_a_warm_process_loads_its_schedule_without_the_helper(tmp_path):
+    """A process whose first run compiled nothing loads the plan's cached schedule at its
+    second run, in the process, without starting the helper process; the process that
+    filled the cache did start it (its first run compiled, so did its schedule)."""
+    code = (
+        "import json, numpy as np, graphrt\n"
+        "from graphrt.plan import schedule_worker\n"
+        "from tests.test_jitsched import chain_model\n"
+        "s = graphrt.Session(chain_model())\n"
+        "x = np.ones((5, 24), np.float32)\n"
+        "s.run(None, {'x': x})\n"
+        "s.run(None, {'x': x})\n"
+        "started = schedule_worker.CLIENT._proc is not None\n"
+        "s.wait_for_schedules(600)\n"
+        "(key, entry), = s._plans._entries\n"
+        "print(json.dumps([started, entry.plan.jit is not None]))\n")
+    env = dict(os.environ, GRAPHRT_CACHE_DIR=str(tmp_path / "cache"), GRAPHRT_JIT_SCHEDULE="1")
+    env.pop("NUMBA_CACHE_DIR", None)
+    env.pop("GRAPHRT_SCHEDULE_DIR", None)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, cwd=root, capture_output=True,
+                           text=True, timeout=600) for _ in range(2)]
+    for r in runs:
+        assert r.returncode == 0, r.stderr[-2000:]
+    first, second = (json.loads(r.stdout.strip().splitlines()[-1]) for r in runs)
+    assert first == [True, True]
+    assert second == [False, True]
 
 
 def test_shapes_share_the_generated_modules(cache_dir):

@@ -82,6 +82,7 @@ class ExecutionPlan:
         self.jit = None
         self.jit_error: str | None = None
         self.provisional = False        # serial kernels until warmed (plan/warm.py): no jit
+        self.cold_first = False         # its first run found kernels to compile
         self.dynamic_ids = [o for st in steps if st.dynamic for o in st.node.outputs if o >= 0]
         self.dynamic_ids += [v for v in graph.input_ids if facts[v].kind == DYNAMIC]
 

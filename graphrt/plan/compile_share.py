@@ -158,12 +158,13 @@ def prefetch_tiles(kernels, exact: bool) -> None:
 _PREFETCH_LOCK = threading.Lock()
 
 
-def start(calls: list) -> Sharing | None:
-    """The sharing of a first run whose steps make ``calls``, or None."""
+def start(calls: list) -> tuple[Sharing | None, bool]:
+    """The sharing of a first run whose steps make ``calls`` (or None), and whether a kernel
+    of theirs was neither compiled nor cached (always False without the helper)."""
     if not enabled():
-        return None
+        return None, False
     items = missing(calls)
-    return Sharing(items) if len(items) >= MIN_SHARED else None
+    return (Sharing(items) if len(items) >= MIN_SHARED else None), bool(items)
 
 
 @contextlib.contextmanager

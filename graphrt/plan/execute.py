@@ -45,7 +45,8 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
         with compile_share.tables_deferred():
             calls = step_calls_of(plan, state)
         if plan.runs == 0:
-            sharing = compile_share.start(calls)     # a cold first run: two compilers
+            # a cold first run: two compilers
+            sharing, plan.cold_first = compile_share.start(calls)
         compile_share.fill_tables(calls, sharing)   # (before any of the calls runs)
         state.calls = calls
         program = state.program = Program(plan, calls)
@@ -59,7 +60,10 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
     plan.runs += 1
     if plan.runs <= 2 and jit_schedule_enabled() and not plan.provisional:
         if plan.runs == 1:
-            jitsched.warm_up()
+            if plan.cold_first:
+                # its schedule is likely to be compiled too (else the second run loads it
+                # in this process: no helper started beside runs 2-30 for nothing)
+                jitsched.warm_up()
         else:
             jitsched.start_compile(plan, state)     # a reused plan: compile its schedule
 

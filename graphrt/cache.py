@@ -91,16 +91,33 @@ class KernelLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator
 
 
 @contextlib.contextmanager
-def _locked(path: str):
+def _locked(path: str, wait: float | None = None):
+    """An exclusive lock on the file ``path`` while the block runs; ``wait``: seconds at most
+    to wait for another holder, after which the block runs without the lock."""
     if fcntl is None:
         yield
         return
     with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        if wait is None:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            held = True
+        else:
+            end = time.monotonic() + wait
+            while not (held := _try_lock(f)) and time.monotonic() < end:
+                time.sleep(0.01)
         try:
             yield
         finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+            if held:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _try_lock(f) -> bool:
+    try:
+        fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return True
+    except OSError:
+        return False
 
 
 _numba_save = caching.IndexDataCacheFile.save
@@ -127,37 +144,23 @@ WAIT_FOR_OTHERS = 120.0     # seconds at most spent waiting for another process'
 
 @contextlib.contextmanager
 def _compiling(cache, args: tuple):
-    """Held while this process compiles (or loads) the specialisation for ``args`` of a function cached in graphrt's
-    folders: an exclusive lock on a file named by the function's index and the signature.
-    A process that finds it held waits for the holder, whose compile is then in the cache
-    to load, instead of compiling the same code beside it (the test suite's workers, the
-    schedule helper, a cluster's workers sharing one folder). Waiting ends after
-    ``WAIT_FOR_OTHERS`` seconds whatever the holder does: then this process compiles too."""
+    """Held while this process compiles (or loads) the specialisation for ``args`` of a
+    function cached in graphrt's folders: an exclusive lock on a file named by the
+    function's index and the signature. A process that finds it held waits for the holder,
+    whose compile is then in the cache to load, instead of compiling the same code beside it
+    (the test suite's workers, the schedule helper, a cluster's workers sharing one folder).
+    Waiting ends after ``WAIT_FOR_OTHERS`` seconds whatever the holder does: then this
+    process compiles too."""
     name = hashlib.sha1(f"{cache._cache_file._index_path}|{args}|"
                         f"{getattr(cache, 'graphrt_settings', None)}".encode()).hexdigest()[:20]
     folder = os.path.join(kernels_dir(), ".compiling")
-    try:
-        os.makedirs(folder, exist_ok=True)
-        f = open(os.path.join(folder, name), "a")
-    except OSError:
-        yield
-        return
-    with f:
-        end = time.monotonic() + WAIT_FOR_OTHERS
-        while True:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError:
-                if time.monotonic() > end:
-                    f = None
-                    break
-                time.sleep(0.01)
+    with contextlib.ExitStack() as stack:
         try:
-            yield
-        finally:
-            if f is not None:
-                fcntl.flock(f, fcntl.LOCK_UN)
+            os.makedirs(folder, exist_ok=True)
+            stack.enter_context(_locked(os.path.join(folder, name), WAIT_FOR_OTHERS))
+        except OSError:     # (a folder this process cannot write: compile unlocked)
+            pass
+        yield
 
 
 def _one_compiler(numba_compile):
@@ -179,7 +182,6 @@ def _one_compiler(numba_compile):
                 return existing.entry_point
             with _compiling(cache, tuple(args)):
                 return numba_compile(self, sig)
-    compile.graphrt = True
     return compile
 
 

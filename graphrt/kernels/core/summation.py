@@ -44,7 +44,6 @@ DEPTH = 64      # partial sums a binary counter can hold: far above log2 of any 
 
 MAP = None      # rebound per summer
 RUN_SUM = None
-STRIDED_SUM = None
 
 
 @njit(cache=True, nogil=True, fastmath=False, no_cpython_wrapper=True)
@@ -162,10 +161,7 @@ def _set(x, base, rshape, rstride, runs, p):
     nr = rshape.size
     rin = rshape[nr - 1]
     rs = rstride[nr - 1]
-    if rs == 1:
-        first = RUN_SUM(x, base, rin, p)
-    else:
-        first = STRIDED_SUM(x, base, rin, rs, p)
+    first = RUN_SUM(x, base, rin, rs, p)
     if runs == 1:
         return first
     stack = carray(_stack_of(first), DEPTH)
@@ -173,10 +169,7 @@ def _set(x, base, rshape, rstride, runs, p):
     top = 1
     for ro in range(1, runs):
         off = base + row_offset(ro, rshape, rstride)
-        if rs == 1:
-            top = push(stack, top, ro + 1, RUN_SUM(x, off, rin, p))
-        else:
-            top = push(stack, top, ro + 1, STRIDED_SUM(x, off, rin, rs, p))
+        top = push(stack, top, ro + 1, RUN_SUM(x, off, rin, rs, p))
     return fold(stack, top)
 
 
@@ -266,7 +259,7 @@ def _fold_rows(stack, top, out):
 class Summer:
     """The summation helpers of one MAP(v, p) (an njit scalar function): ``set`` for one
     output's set, ``cols`` for ``w`` outputs side by side, ``run`` for one contiguous run,
-    ``strided`` for one run of a stride above 1."""
+    ``strided`` for one run of any stride."""
 
     __slots__ = ("run", "strided", "set", "cols")
 
@@ -281,7 +274,9 @@ class Summer:
 
         self.run = jit(_run, "run")
         self.strided = jit(_strided, "strided")
-        self.set = jit(_set, "set", RUN_SUM=self.run, STRIDED_SUM=self.strided)
+        # (runs with the stride: a set's run of stride 1 compiled beside it cost every
+        # reduction a second linked helper; single contiguous runs take reduce._runs)
+        self.set = jit(_set, "set", RUN_SUM=self.strided)
         self.cols = jit(_cols, "cols")
 
 

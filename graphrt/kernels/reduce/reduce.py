@@ -425,9 +425,8 @@ class _Reduce(OpKernel):
         n_ = acc_dt.type(count)
         parallel = math.prod(shape) >= PARALLEL_MIN
         cols = kstride[-1] == 1 and count > 1 and nout > 0
-        runs = kernels.runs is not None and count > 0 and len(rshape) == 1 and \
+        one_run = kernels.runs is not None and count > 0 and len(rshape) == 1 and \
             rstride[0] == 1 and len(kshape) == 1 and (kstride[0] == count or nout == 1)
-        walk = (kshape, kstride, rshape, rstride, count)
         if cols:
             block = min(int(kshape[-1]), COLUMN_BLOCK)
             tasks = nout // int(kshape[-1]) * -(-int(kshape[-1]) // block)
@@ -435,9 +434,8 @@ class _Reduce(OpKernel):
         else:
             block = max(1, BLOCK // max(count, 1)) if parallel else max(nout, 1)
             tasks = -(-nout // block)
-            fn = kernels.runs if runs else kernels.rows
-            if runs:
-                walk = (count,)
+            fn = kernels.runs if one_run else kernels.rows
+        walk = (count,) if fn is kernels.runs else (kshape, kstride, rshape, rstride, count)
         parallel = parallel and tasks > 1
         need_acc = acc_dt != compute_dtype(dt) or kernels.two_pass
         work_rows = cols_work(rshape, count) if cols and kernels.pairwise else 0

@@ -44,11 +44,11 @@ model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 sess = graphrt.Session(model, graphrt.SessionOptions(
     intra_op_threads=2, mode="exact" if exact else "fast"))
 first = sess.run(None, feeds)[0]
-report = {"first": [n for n in compiled if "_par_" in n]}
+report = {"first": [n for n in compiled if "_par_" in n or "_tasks_" in n]}
 report["waited"] = sess.wait_for_schedules(600)
 compiled.clear()
 later = sess.run(None, feeds)[0]
-report["later"] = [n for n in compiled if "_par_" in n]
+report["later"] = [n for n in compiled if "_par_" in n or "_tasks_" in n]
 report["same"] = first.tobytes() == later.tobytes()
 for _ in range(3):      # the plan made again stays
     sess.wait_for_schedules(600)

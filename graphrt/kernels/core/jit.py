@@ -22,6 +22,7 @@ import types
 from numba import njit
 
 from ...threads import serial_planning
+from . import tasks
 
 # "arcp" is left out too: it lets LLVM turn x / y into x * (1 / y) in one compile and not in
 # another (serial vs parallel), so a row's bits would depend on the batch it came in.
@@ -94,12 +95,24 @@ class Variants:
             fn = self._table.get((exact, key))
             if fn is None:
                 body, suffix = self._bodies[key]
-                tag = _hash_of(self._consts, body)
-                qual = f"{self.name}_{'exact' if exact else 'fast'}{suffix}_{tag}"
-                fn = self._table[exact, key] = njit(
-                    rebind(body, qual, dict(self._consts, EXACT=exact)), cache=True,
-                    nogil=True, parallel=key is True, error_model="numpy",
-                    fastmath=False if exact else set(FAST_MATH))
+                count = tasks.count_parameter(body) if True in self._bodies else None
+                consts = self._consts if count is None or key == "small" else \
+                    dict(self._consts, prange=tasks.task_range)
+                tag = _hash_of(consts, body)
+                mode = "exact" if exact else "fast"
+                if key is True and count is not None:
+                    # the serial form's code on the threads (core/tasks.py)
+                    tag = _hash_of(dict(consts, TASKS=tasks.source_tag()), body)
+                    fn = tasks.parallel_form(self._form(exact, False),
+                                             f"{self.name}_{mode}_tasks_{tag}",
+                                             body.__code__.co_argcount, count, rebind,
+                                             {"error_model": "numpy"})
+                else:
+                    fn = njit(rebind(body, f"{self.name}_{mode}{suffix}_{tag}",
+                                     dict(consts, EXACT=exact)), cache=True, nogil=True,
+                              parallel=key is True, error_model="numpy",
+                              fastmath=False if exact else set(FAST_MATH))
+                self._table[exact, key] = fn
         return fn
 
     def get(self, exact: bool, parallel: bool = False, small: bool = False,

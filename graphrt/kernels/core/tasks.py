@@ -135,7 +135,7 @@ def _run_tasks(body_symbol, k: int):
             b.ret_void()
 
             slot = cgutils.alloca_once(builder, record_type)
-            builder.store(cargs[0], slot)
+            builder.store(_borrowed(context, builder, args, cargs[0]), slot)
             drive_args = (types.int64,) * 3
             drive_type = conv.get_function_type(types.none, drive_args)
             drive = cgutils.get_or_insert_function(module, drive_type, _DRIVE)
@@ -148,6 +148,22 @@ def _run_tasks(body_symbol, k: int):
         return types.none(args), codegen
 
     return run_tasks
+
+
+def _borrowed(context, builder, ty, value):
+    """``value`` with the arrays in it marked as borrowed (no meminfo): the body's views of
+    them then count no references, where every thread's increments and decrements of one
+    counter would contend for its cache line (a Softmax over 4,096 rows of 32 at two
+    threads: 380 against 260 us). The caller holds the arrays for the whole call."""
+    if isinstance(ty, types.Array):
+        ary = context.make_array(ty)(context, builder, value)
+        ary.meminfo = cgutils.get_null_value(ary.meminfo.type)
+        return ary._getvalue()
+    if isinstance(ty, types.BaseTuple):
+        for i, item in enumerate(ty.types):
+            value = builder.insert_value(
+                value, _borrowed(context, builder, item, builder.extract_value(value, i)), i)
+    return value
 
 
 def _call(context, builder, fn, fn_type, argtypes, values) -> None:
@@ -207,7 +223,7 @@ def parallel_form(body, qualname: str, n: int, k: int, rebind, options: dict):
 def source_tag() -> bytes:
     """What the parallel forms' code depends on in this module (for their names)."""
     return b"".join(f.encode() if isinstance(f, str) else inspect.getsource(f).encode()
-                    for f in (task_range.py_func, _threads, _drive.py_func, _run_tasks, _call,
+                    for f in (task_range.py_func, _threads, _drive.py_func, _run_tasks, _borrowed, _call,
                               _PARALLEL))
 
 

@@ -41,7 +41,9 @@ import numpy as np
 from numba import njit, prange
 
 from ...threads import ensure_layer
-from ..core.jit import rebind
+from ..core import tasks
+from ..core.jit import _hash_of, rebind
+from ..core.tasks import task_range
 
 LEQ, LT, GTE, GT, EQ, NEQ, MEMBER = range(7)
 AVERAGE, SUM, MIN, MAX = range(4)
@@ -227,8 +229,9 @@ class Forest:
         work = take(x.dtype, (numba.config.NUMBA_NUM_THREADS if how is True else 1,
                               min(rows, block) * self.row))
         leaves = take(np.uint32, (self.n_trees,)) if how == "trees" else _NO_LEAVES
+        blocks = () if how == "trees" else (-(-rows // block),)
         _WALKS[how](x.reshape(-1), f, rows, self.width, self.nan_first, work, leaves, block,
-                    *fixed, acc.reshape(-1), self.n_targets)
+                    *fixed, acc.reshape(-1), self.n_targets, *blocks)
 
     def weights(self, dtype, pairs: bool = False) -> np.ndarray:
         """The leaf weights (by slot, or ``pairs``) in the accumulator's type."""
@@ -348,12 +351,11 @@ def _add(acc, r, t, dense, s, weight, target):
 
 
 def _walk(x, f, rows, width, twice, work, leaves, block, roots, depth, common, nodes, slot,
-          weight, target, dense, acc, t):
-    """Blocks of rows through all the trees, LANES rows of a block at a time; ``work``: a
-    scratch row of ``block`` copied rows per thread (``leaves`` is unused)."""
-    n_blocks = (rows + block - 1) // block
+          weight, target, dense, acc, t, blocks):
+    """The ``blocks`` blocks of rows through all the trees, LANES rows of a block at a time;
+    ``work``: a scratch row of ``block`` copied rows per thread (``leaves`` is unused)."""
     row = width * (2 if twice else 1)
-    for b in prange(n_blocks):
+    for b in prange(blocks):
         lo = b * block
         hi = min(rows, lo + block)
         xb = work[numba.get_thread_id()]
@@ -472,17 +474,23 @@ def _lanes(step, over_trees: bool):
             inline(scope["keep"]))
 
 
-def _walk_variant(how):
-    """The walk for ``how`` = False (serial), True (parallel over row blocks) or "trees"."""
-    template = _walk_trees if how == "trees" else _walk
-    suffix = {False: "", True: "_par", "trees": "_trees"}[how]
-    lanes, finish, done, keep = _lanes(_step, how == "trees")
-    fn = rebind(template, f"forest_walk{suffix}",
-                {"LANES_OF": lanes, "FINISH": finish, "DONE": done, "KEEP": keep})
-    return njit(cache=True, nogil=True, parallel=how is True)(fn)
+def _walks() -> dict:
+    """The walks by ``how``: False (serial), True (parallel over row blocks: the serial
+    walk's task form, core/tasks.py) or "trees"."""
+    def lanes(trees: bool) -> dict:
+        return dict(zip(("LANES_OF", "FINISH", "DONE", "KEEP"), _lanes(_step, trees)))
+    tag = _hash_of({}, _walk)      # the generated lane functions hash by address: left out
+    serial = njit(rebind(_walk, f"forest_walk_{tag}", dict(lanes(False), prange=task_range)),
+                  cache=True, nogil=True)
+    return {False: serial,
+            True: tasks.parallel_form(serial, f"forest_walk_tasks_{tag}",
+                                      _walk.__code__.co_argcount,
+                                      tasks.count_parameter(_walk), rebind, {}),
+            "trees": njit(rebind(_walk_trees, "forest_walk_trees", lanes(True)), cache=True,
+                          nogil=True)}
 
 
-_WALKS = {how: _walk_variant(how) for how in (False, True, "trees")}
+_WALKS = _walks()
 _NO_LEAVES = np.zeros(0, np.uint32)
 
 

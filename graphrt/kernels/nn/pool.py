@@ -158,7 +158,7 @@ def nan_free(x, s0, n):
     return bad == 0
 
 
-def _pool_plane(x, y, g, planes, group, rows, taps, count, lowest, pad, work):
+def _pool_plane(x, y, g, planes, group, rows, taps, count, lowest, pad, work, tasks):
     """Max (KIND MAX) or sum-then-divide (AVG) pooling of two-dimensional windows (one
     output depth) that all hold a tap, without Indices, ``group`` planes at a time, each
     window's taps in the order of ``_pool`` (kh, then kw ascending). The planes are split
@@ -172,14 +172,13 @@ def _pool_plane(x, y, g, planes, group, rows, taps, count, lowest, pad, work):
     or the type's minimum is never taken over itself, and a NaN tap is taken either way);
     over NaN-free planes a tap is taken iff it is larger, whatever the accumulator holds, so
     max is then a plain compare-and-select. Average divides by ``count`` (per grid position,
-    the taps _pool counts). The groups depend on the shapes only; ``work``: per-thread
-    scratch rows of pool_work elements."""
+    the taps _pool counts). The groups depend on the shapes only: ``tasks`` of them, the
+    last one short; ``work``: per-thread scratch rows of pool_work elements."""
     oh_, ow_ = g[OH], g[OW]
     dp, hq, wq, nph, n = phase_layout(g)
     pq = hq * wq
     size = nph * group * pq
     ip = g[H] * g[W]
-    tasks = (planes + group - 1) // group
     for t in prange(tasks):
         t0 = np.int64(t) * group
         gg = min(group, planes - t0)
@@ -365,7 +364,8 @@ class _Pool(OpKernel):
         p = ctx.prepared
         if p.rows is not None:
             work = buffer(y.dtype, (numba.config.NUMBA_NUM_THREADS, p.work))
-            return p.rows, (x, y, p.geo, p.planes, *p.plane[:-1], p.lowest, p.pad, work)
+            return p.rows, (x, y, p.geo, p.planes, *p.plane[:-1], p.lowest, p.pad, work,
+                            -(-p.planes // p.plane[0]))
         ind = ctx.flat_out[1] if len(ctx.flat_out) > 1 else None
         return p.fn, (x, y, _NO_INDICES if ind is None else ind, p.geo, p.lim,
                       p.aux if ind is None else p.aux_ind, p.planes, p.zero, self.p)

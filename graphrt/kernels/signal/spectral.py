@@ -196,18 +196,19 @@ def fft_plan(n: int, exact: bool = False):
     return BLUESTEIN, m, tw, chirp, filt
 
 
-def _lines(x, win, out, g, tw, chirp, filt, work, tasks):
+def _lines(x, win, out, g, tw, chirp, filt, work, split, tasks):
     """Transforms g[14] lines of length L = g[11]. g = [inner, in_outer, in_inner, in_step,
     n_used, c_in, out_outer, out_inner, out_step, n_out, c_out, L, kind, mode, lines].
     Line o * inner + i reads its value k < n_used at x[o in_outer + i in_inner + k in_step]
     (re, then im when c_in = 2), times win[k] when win is not empty, and writes its bin
     k < n_out at out[o out_outer + i out_inner + k out_step] (re, then im when c_out = 2).
-    Each task owns two scratch lines of ``work``; lines are split into equal runs."""
+    The lines are split into ``split`` equal runs, the tasks (``tasks`` = ``split``: the count
+    that the loop alone reads, core/tasks.py), each owning two scratch lines of ``work``."""
     inner, n_used, c_in, n_out, c_out = g[0], g[4], g[5], g[9], g[10]
     n, kind, mode, lines = g[11], g[12], g[13], g[14]
     half = n // 2
-    width = work.size // (2 * tasks)
-    per = (lines + tasks - 1) // tasks
+    width = work.size // (2 * split)
+    per = (lines + split - 1) // split
     for t in prange(tasks):
         buf = work[2 * width * t:2 * width * t + width]
         aux = work[2 * width * t + width:2 * width * (t + 1)]
@@ -265,7 +266,7 @@ def _transform(ctx: RunContext, x, win, out, prepared) -> None:
     g, tw, chirp, filt, width, tasks, fn = prepared
     if g[14]:
         work = scratch(ctx, _C128, (2 * width * tasks,))
-        fn(x, win, out, g, tw, chirp, filt, work, tasks)
+        fn(x, win, out, g, tw, chirp, filt, work, tasks, tasks)
 
 
 def _scalar(ctx: InferContext, i: int, what: str):

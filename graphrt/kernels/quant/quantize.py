@@ -118,24 +118,30 @@ def _dequantized(xv, s, zp, k, wide, has_zp, exact):
     return np.nan if exact and v != v else v
 
 
-def _dequantize(x, scale, zp, out, geo, wide, has_zp, n):
-    """out = (x - zp) * scale: one loop for one scale, rows of one scale each along an axis
-    (weights per output channel), else each element's index (blocked forms)."""
-    if scale.size == 1:
-        for i in prange(n):
-            out[i] = _dequantized(x[i], scale[0], zp, 0, wide, has_zp, EXACT)
-    elif geo[2] == 1 and geo[3] == 0 and geo[5] == 0:
-        inner = geo[0]
-        axis = geo[1]
-        for row in prange(n // inner):
-            k = row % axis
-            s = scale[k]
-            for i in range(row * inner, (row + 1) * inner):
-                out[i] = _dequantized(x[i], s, zp, k, wide, has_zp, EXACT)
-    else:
-        for i in prange(n):
-            k = _param_index(i, geo)
-            out[i] = _dequantized(x[i], scale[k], zp, k, wide, has_zp, EXACT)
+def _dequantize_one(x, scale, zp, out, geo, wide, has_zp, n):
+    """out = (x - zp) * scale over n elements of one scale."""
+    for i in prange(n):
+        out[i] = _dequantized(x[i], scale[0], zp, 0, wide, has_zp, EXACT)
+
+
+def _dequantize_rows(x, scale, zp, out, geo, wide, has_zp, rows):
+    """out = (x - zp) * scale over rows of geo[0] elements, row r's scale r % geo[1] (weights
+    per output channel)."""
+    inner = geo[0]
+    axis = geo[1]
+    for row in prange(rows):
+        k = row % axis
+        s = scale[k]
+        for i in range(row * inner, (row + 1) * inner):
+            out[i] = _dequantized(x[i], s, zp, k, wide, has_zp, EXACT)
+
+
+def _dequantize_any(x, scale, zp, out, geo, wide, has_zp, n):
+    """out = (x - zp) * scale over n elements, each element's scale by its index (blocked
+    forms)."""
+    for i in prange(n):
+        k = _param_index(i, geo)
+        out[i] = _dequantized(x[i], scale[k], zp, k, wide, has_zp, EXACT)
 
 
 @njit(cache=True, nogil=True, fastmath=False, inline="always")
@@ -144,51 +150,68 @@ def requantized(a, m, t, lo, hi):
     return _saturate(np.rint(np.float64(a) * m + t), lo, hi)
 
 
-def _requantize(acc, mult, off, zp, out, inner, count, lo, hi, n):
-    """out[i] = saturate(rint(acc[i] * mult[c] + (off[c] +) zp[c])), c = (i // inner) % count
-    the column/channel of i (mult, off, zp: one value or ``count``; off may be empty). Loops
-    over rows of one channel (or, for inner = 1, over rows of ``count`` channels): no
-    division per element."""
+def _requantize_cols(acc, mult, off, zp, out, inner, count, lo, hi, rows):
+    """out[i] = saturate(rint(acc[i] * mult[c] + (off[c] +) zp[c])) over rows of ``count``
+    channels c (inner = 1: products' columns); mult, off, zp: one value or ``count`` (off may
+    be empty). No division per element."""
     nm, no, nz = mult.size > 1, off.size > 1, zp.size > 1
     has_off = off.size > 0
-    if inner == 1:
-        for o in prange(n // max(1, count)):
-            for c in range(count):
-                i = o * count + c
-                t = np.float64(zp[c if nz else 0])
-                if has_off:
-                    t = off[c if no else 0] + t
-                out[i] = requantized(acc[i], mult[c if nm else 0], t, lo, hi)
-    else:
-        for r in prange(n // inner):
-            c = r % count
-            m, t = mult[c if nm else 0], np.float64(zp[c if nz else 0])
+    for o in prange(rows):
+        for c in range(count):
+            i = o * count + c
+            t = np.float64(zp[c if nz else 0])
             if has_off:
                 t = off[c if no else 0] + t
-            for i in range(r * inner, (r + 1) * inner):
-                out[i] = requantized(acc[i], m, t, lo, hi)
+            out[i] = requantized(acc[i], mult[c if nm else 0], t, lo, hi)
 
 
-def _shift(x, zp, out, inner, count, n):
-    """out[i] = x[i] - zp[c], c = (i // inner) % count (one zero point if zp has one
-    element), in out's type; rows as in _requantize."""
+def _requantize_rows(acc, mult, off, zp, out, inner, count, lo, hi, rows):
+    """_requantize_cols over rows of ``inner`` elements of one channel, row r's r % count
+    (convolutions' planes)."""
+    nm, no, nz = mult.size > 1, off.size > 1, zp.size > 1
+    has_off = off.size > 0
+    for r in prange(rows):
+        c = r % count
+        m, t = mult[c if nm else 0], np.float64(zp[c if nz else 0])
+        if has_off:
+            t = off[c if no else 0] + t
+        for i in range(r * inner, (r + 1) * inner):
+            out[i] = requantized(acc[i], m, t, lo, hi)
+
+
+def _shift_cols(x, zp, out, inner, count, rows):
+    """out[i] = x[i] - zp[c] in out's type over rows of ``count`` channels c (one zero point if
+    zp has one element), as in _requantize_cols."""
     nz = zp.size > 1
-    if inner == 1:
-        for o in prange(n // max(1, count)):
-            for c in range(count):
-                i = o * count + c
-                out[i] = np.int32(x[i]) - np.int32(zp[c if nz else 0])
-    else:
-        for t in prange(n // inner):
-            z = np.int32(zp[t % count if nz else 0])
-            for i in range(t * inner, (t + 1) * inner):
-                out[i] = np.int32(x[i]) - z
+    for o in prange(rows):
+        for c in range(count):
+            i = o * count + c
+            out[i] = np.int32(x[i]) - np.int32(zp[c if nz else 0])
+
+
+def _shift_rows(x, zp, out, inner, count, rows):
+    """_shift_cols over rows of ``inner`` elements of one channel, as in _requantize_rows."""
+    nz = zp.size > 1
+    for t in prange(rows):
+        z = np.int32(zp[t % count if nz else 0])
+        for i in range(t * inner, (t + 1) * inner):
+            out[i] = np.int32(x[i]) - z
 
 
 _QUANTIZE = Variants(_quantize, "quantize_linear", parallel=True)
-_DEQUANTIZE = Variants(_dequantize, "dequantize_linear", parallel=True)
-_REQUANTIZE = Variants(_requantize, "requantize", parallel=True)
-_SHIFT = Variants(_shift, "zero_point_shift", parallel=True)
+_DEQUANTIZE = {"one": Variants(_dequantize_one, "dequantize_one", parallel=True),
+               "rows": Variants(_dequantize_rows, "dequantize_rows", parallel=True),
+               "any": Variants(_dequantize_any, "dequantize_any", parallel=True)}
+# by whether the rows are of one channel each (inner > 1) or of every channel (inner = 1)
+_REQUANTIZE = {False: Variants(_requantize_cols, "requantize_cols", parallel=True),
+               True: Variants(_requantize_rows, "requantize_rows", parallel=True)}
+_SHIFT = {False: Variants(_shift_cols, "zero_point_shift_cols", parallel=True),
+          True: Variants(_shift_rows, "zero_point_shift_rows", parallel=True)}
+
+
+def _rows_of(n: int, inner: int, count: int) -> int:
+    """The rows that _requantize_* and _shift_* walk over n elements."""
+    return n // inner if inner > 1 else n // max(1, count)
 
 
 def _par(n):
@@ -334,16 +357,22 @@ class DequantizeLinear(_Linear):
         ctx.set_output(0, out, shape)
         n = math.prod(shape)
         wide = dt == I32 and ctx.has_input(2)
-        ctx.prepared = (geo, wide, floats, n, _DEQUANTIZE.get(ctx.exact, _par(n)))
+        if math.prod(ctx.shape(1)) == 1:
+            path, tasks = "one", n
+        elif geo[2] == 1 and geo[3] == 0 and geo[5] == 0:
+            path, tasks = "rows", n // max(1, int(geo[0]))
+        else:
+            path, tasks = "any", n
+        ctx.prepared = (geo, wide, floats, tasks, _DEQUANTIZE[path].get(ctx.exact, _par(n)))
 
     def run(self, ctx: RunContext) -> None:
-        geo, wide, floats, n, fn = ctx.prepared
+        geo, wide, floats, tasks, fn = ctx.prepared
         x, scale = _numba_view(ctx, ctx.flat_in[0]), _numba_view(ctx, ctx.flat_in[1])
         has_zp = not floats and len(ctx.flat_in) > 2 and ctx.flat_in[2] is not None
         zp = _numba_view(ctx, ctx.flat_in[2]) if has_zp else x[:0]
         out = ctx.flat_out[0]
-        dst = out if out.dtype == F32 else scratch(ctx, F32, (n,))
-        fn(x, scale, zp, dst, geo, wide, has_zp, n)
+        dst = out if out.dtype == F32 else scratch(ctx, F32, (x.size,))
+        fn(x, scale, zp, dst, geo, wide, has_zp, tasks)
         if dst is not out:
             np.copyto(out, dst, casting="unsafe")
 
@@ -433,7 +462,8 @@ def shifted(ctx, x, zp, inner, count, dtype=I32):
     if zp is None:
         np.copyto(out, x)
     else:
-        _SHIFT.get(False, _par(x.size))(x, zp, out, inner, count, x.size)
+        _SHIFT[inner > 1].get(False, _par(x.size))(x, zp, out, inner, count,
+                                                    _rows_of(x.size, inner, count))
     return out
 
 
@@ -545,8 +575,8 @@ class _IntegerProduct(OpKernel):
         if cached is not None and cached[0] is b and cached[1] is zb:
             return cached[2]
         wide = np.empty(b.size, F32)
-        _SHIFT.get(False, False)(b, np.zeros(1, b.dtype) if zb is None else zb, wide, 1, n,
-                                 b.size)
+        _SHIFT[False].get(False, False)(b, np.zeros(1, b.dtype) if zb is None else zb, wide,
+                                        1, n, _rows_of(b.size, 1, n))
         self._wide_b = (b, zb, wide)
         return wide
 
@@ -621,8 +651,8 @@ class Requantized:
     def requantize(self, ctx, acc, mult, inner, count):
         mult, off, zp, lo, hi = self.requant_args(ctx, mult)
         out = ctx.flat_out[0]
-        _REQUANTIZE.get(ctx.exact, _par(out.size))(acc, mult, off, zp, out, inner, count, lo,
-                                                    hi, out.size)
+        _REQUANTIZE[inner > 1].get(ctx.exact, _par(out.size))(
+            acc, mult, off, zp, out, inner, count, lo, hi, _rows_of(out.size, inner, count))
 
 
 def _multiplier(a_scale, b_scale, y_scale) -> np.ndarray:

@@ -43,36 +43,39 @@ def _arg_rows(x, out, i0, i1, n, last, largest):
         out[i] = at
 
 
-def _arg(x, out, best, n, inner, last, block, tasks):
-    """out[o * inner + j] = the extreme k of x[(o * n + k) * inner + j]. A task takes a
-    block of outputs: whole rows when inner = 1, else neighbouring j, walked together
-    (k outer) with their extremes so far in ``best``."""
-    if inner == 1:
-        nout = out.size
-        for t in prange(tasks):
-            _arg_rows(x, out, t * block, min(nout, t * block + block), n, last, MAX)
-    else:
-        per_row = (inner + block - 1) // block
-        for t in prange(tasks):
-            o, j0, j1 = task_span(t, per_row, block, inner)
-            w = j1 - j0
-            base = o * n * inner + j0
-            bs = best[o * inner + j0:o * inner + j0 + w]
-            at = out[o * inner + j0:o * inner + j0 + w]
-            src = x[base:base + w]
+def _arg_lines(x, out, best, n, inner, last, block, tasks):
+    """out[o] = the extreme k of x[o * n + k] (inner = 1): a task takes ``block`` whole
+    lines (``best`` is unused)."""
+    nout = out.size
+    for t in prange(tasks):
+        _arg_rows(x, out, t * block, min(nout, t * block + block), n, last, MAX)
+
+
+def _arg_cols(x, out, best, n, inner, last, block, tasks):
+    """out[o * inner + j] = the extreme k of x[(o * n + k) * inner + j]: a task takes a
+    block of neighbouring j, walked together (k outer) with their extremes so far in
+    ``best``."""
+    per_row = (inner + block - 1) // block
+    for t in prange(tasks):
+        o, j0, j1 = task_span(t, per_row, block, inner)
+        w = j1 - j0
+        base = o * n * inner + j0
+        bs = best[o * inner + j0:o * inner + j0 + w]
+        at = out[o * inner + j0:o * inner + j0 + w]
+        src = x[base:base + w]
+        for j in range(w):
+            bs[j] = src[j]
+            at[j] = 0
+        for k in range(1, n):
+            src = x[base + k * inner:base + k * inner + w]
             for j in range(w):
-                bs[j] = src[j]
-                at[j] = 0
-            for k in range(1, n):
-                src = x[base + k * inner:base + k * inner + w]
-                for j in range(w):
-                    v = src[j]
-                    b = bs[j]
-                    better = (v > b) if MAX else (v < b)
-                    take = better | ((v != v) & (b == b)) | (
-                        last & ((v == b) | ((v != v) & (b != b))))
-                    bs[j] = v if take else b
-                    at[j] = k if take else at[j]
+                v = src[j]
+                b = bs[j]
+                better = (v > b) if MAX else (v < b)
+                take = better | ((v != v) & (b == b)) | (
+                    last & ((v == b) | ((v != v) & (b != b))))
+                bs[j] = v if take else b
+                at[j] = k if take else at[j]
 
 
 def line_blocks(outer: int, n: int, inner: int, size: int) -> tuple:
@@ -90,13 +93,16 @@ def line_blocks(outer: int, n: int, inner: int, size: int) -> tuple:
     return block, tasks, parallel and tasks > 1
 
 
-_ARGMAX = Variants(_arg, "argmax", parallel=True, MAX=True)
-_ARGMIN = Variants(_arg, "argmin", parallel=True, MAX=False)
+# by whether the lines are contiguous (inner = 1)
+_ARGMAX = {True: Variants(_arg_lines, "argmax_lines", parallel=True, MAX=True),
+           False: Variants(_arg_cols, "argmax_cols", parallel=True, MAX=True)}
+_ARGMIN = {True: Variants(_arg_lines, "argmin_lines", parallel=True, MAX=False),
+           False: Variants(_arg_cols, "argmin_cols", parallel=True, MAX=False)}
 
 
 class _ArgReduce(OpKernel):
     supports_exact = True
-    VARIANTS: Variants
+    VARIANTS: dict
 
     def __init__(self, node):
         super().__init__(node)
@@ -122,7 +128,7 @@ class _ArgReduce(OpKernel):
         block, tasks, parallel = line_blocks(math.prod(shape[:axis]), n, inner,
                                              math.prod(shape))
         ctx.prepared = (n, inner, block, tasks, compute_dtype(dt),
-                        self.VARIANTS.get(ctx.exact, parallel))
+                        self.VARIANTS[inner == 1].get(ctx.exact, parallel))
 
     def run(self, ctx: RunContext) -> None:
         n, inner, block, tasks, cdt, fn = ctx.prepared

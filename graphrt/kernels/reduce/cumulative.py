@@ -28,26 +28,28 @@ _ALLOWED = frozenset(np.dtype(t) for t in (np.float16, np.float32, np.float64, n
 _AXIS_TYPES = frozenset(np.dtype(t) for t in (np.int32, np.int64))
 
 
-def _scan(x, out, ident, n, inner, exclusive, reverse, block, tasks):
-    """Lines of ``n`` elements ``inner`` apart. Contiguous lines (inner = 1): a task takes
-    ``block`` lines, each with one running value. Otherwise a task takes ``block``
-    neighbouring lines and walks them together, so reads and writes stay contiguous."""
-    if inner == 1:
-        lines = x.size // n if n else 0
-        step = -1 if reverse else 1
-        for t in prange(tasks):
-            for o in range(t * block, min(lines, t * block + block)):
-                k = o * n + (n - 1 if reverse else 0)
-                acc = ident if exclusive else x[k]
-                for s in range(n):
-                    v = x[k]
-                    if s > 0 and not exclusive:
-                        acc = OP(acc, v)
-                    put(out, k, acc, EXACT)
-                    if exclusive:
-                        acc = OP(acc, v)
-                    k += step
-        return
+def _scan_lines(x, out, ident, n, inner, exclusive, reverse, block, tasks):
+    """Contiguous lines of ``n`` elements (inner = 1): a task takes ``block`` lines, each
+    with one running value."""
+    lines = x.size // n if n else 0
+    step = -1 if reverse else 1
+    for t in prange(tasks):
+        for o in range(t * block, min(lines, t * block + block)):
+            k = o * n + (n - 1 if reverse else 0)
+            acc = ident if exclusive else x[k]
+            for s in range(n):
+                v = x[k]
+                if s > 0 and not exclusive:
+                    acc = OP(acc, v)
+                put(out, k, acc, EXACT)
+                if exclusive:
+                    acc = OP(acc, v)
+                k += step
+
+
+def _scan_cols(x, out, ident, n, inner, exclusive, reverse, block, tasks):
+    """Lines of ``n`` elements ``inner`` apart: a task takes ``block`` neighbouring lines
+    and walks them together, so reads and writes stay contiguous."""
     per_row = (inner + block - 1) // block
     for t in prange(tasks):
         o, j0, j1 = task_span(t, per_row, block, inner)
@@ -74,13 +76,16 @@ def _scan(x, out, ident, n, inner, exclusive, reverse, block, tasks):
             prev = k
 
 
-_CUMSUM = Variants(_scan, "cumsum", parallel=True, OP=add_scalar)
-_CUMPROD = Variants(_scan, "cumprod", parallel=True, OP=mul_scalar)
+# by whether the lines are contiguous (inner = 1)
+_CUMSUM = {True: Variants(_scan_lines, "cumsum_lines", parallel=True, OP=add_scalar),
+           False: Variants(_scan_cols, "cumsum_cols", parallel=True, OP=add_scalar)}
+_CUMPROD = {True: Variants(_scan_lines, "cumprod_lines", parallel=True, OP=mul_scalar),
+            False: Variants(_scan_cols, "cumprod_cols", parallel=True, OP=mul_scalar)}
 
 
 class _Scan(OpKernel):
     supports_exact = True
-    VARIANTS: Variants
+    VARIANTS: dict
     IDENTITY = 0
 
     def __init__(self, node):
@@ -110,7 +115,8 @@ class _Scan(OpKernel):
         if not n:
             tasks, parallel = 0, False
         ident = compute_dtype(dt).type(self.IDENTITY)
-        ctx.prepared = (ident, n, inner, block, tasks, self.VARIANTS.get(ctx.exact, parallel))
+        ctx.prepared = (ident, n, inner, block, tasks,
+                        self.VARIANTS[inner == 1].get(ctx.exact, parallel))
 
     def run(self, ctx: RunContext) -> None:
         ident, n, inner, block, tasks, fn = ctx.prepared

@@ -23,6 +23,8 @@ import numpy as np
 from numba import njit, prange
 
 from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.broadcast import PARALLEL_MIN
+from ..core.jit import Variants
 from ..core.pointwise import Unary, scalar_op, unary_param_variants
 from ..tensor.gather import Gather, Take, check_range
 from . import post
@@ -38,12 +40,15 @@ def _columns(ctx: InferContext) -> int:
     return shape[-1] if shape else 1
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _scale(x, offset, scale, out):
-    """out[i, c] = (x[i, c] - offset[c]) * scale[c] in x's type (offsets already in it)."""
-    for i in prange(x.shape[0]):
+def _scale(x, offset, scale, out, rows):
+    """out[i, c] = (x[i, c] - offset[c]) * scale[c] in x's type (offsets already in it), for
+    the rows of x."""
+    for i in prange(rows):
         for c in range(x.shape[1]):
             out[i, c] = (x[i, c] - offset[c]) * scale[c]
+
+
+_SCALE = Variants(_scale, "ml_scale", parallel=True)
 
 
 class Scaler(OpKernel):
@@ -72,16 +77,15 @@ class Scaler(OpKernel):
         x = ctx.flat_in[0].reshape(-1, c)
         out = ctx.flat_out[0].reshape(-1, c)
         wide = out if cdt == _F32 else scratch(ctx, _F64, x.shape)
-        _scale(x, offset, scale, wide)
+        _SCALE.get(ctx.exact, x.size >= PARALLEL_MIN)(x, offset, scale, wide, x.shape[0])
         if wide is not out:
             np.copyto(out, wide, casting="unsafe")
         post.canonical(ctx, out)
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def _normalize(x, norm, out):
-    """out[i] = x[i] / its norm (module docstring), in float64."""
-    for i in prange(x.shape[0]):
+def _normalize(x, norm, out, rows):
+    """out[i] = x[i] / its norm (module docstring), in float64, for the rows of x."""
+    for i in prange(rows):
         d = 0.0
         if norm == 0:
             for c in range(x.shape[1]):
@@ -98,6 +102,9 @@ def _normalize(x, norm, out):
             d = 1.0
         for c in range(x.shape[1]):
             out[i, c] = np.float64(x[i, c]) / d
+
+
+_NORMALIZE = Variants(_normalize, "ml_normalize", parallel=True)
 
 
 class Normalizer(OpKernel):
@@ -119,7 +126,7 @@ class Normalizer(OpKernel):
         c = ctx.prepared
         x = ctx.flat_in[0].reshape(-1, c)
         wide = scratch(ctx, _F64, x.shape)
-        _normalize(x, self.norm, wide)
+        _NORMALIZE.get(ctx.exact, x.size >= PARALLEL_MIN)(x, self.norm, wide, x.shape[0])
         np.copyto(ctx.flat_out[0].reshape(-1, c), wide, casting="unsafe")
         post.canonical(ctx, ctx.flat_out[0])
 

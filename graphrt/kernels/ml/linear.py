@@ -22,9 +22,9 @@ INPUTS = frozenset({_F32, _F64, np.dtype(np.int64), np.dtype(np.int32)})
 EXACT = False
 
 
-def _affine(x, w, b, out):
-    """out[n, e] = sum_f x[n, f] w[e, f] + b[e], in float64."""
-    rows, f = x.shape
+def _affine(x, w, b, out, rows):
+    """out[n, e] = sum_f x[n, f] w[e, f] + b[e], in float64, for the rows of x."""
+    f = x.shape[1]
     for n in prange(rows):
         for e in range(w.shape[0]):
             s = 0.0
@@ -41,7 +41,7 @@ def affine(ctx: RunContext, x: np.ndarray, w: np.ndarray, b: np.ndarray,
     """x [N, F] @ w [E, F]^T + b into ``out`` (float64 [N, E]; scratch when None)."""
     if out is None:
         out = scratch(ctx, _F64, (x.shape[0], w.shape[0]))
-    AFFINE.get(ctx.exact, x.shape[0] * w.size >= 1 << 16)(x, w, b, out)
+    AFFINE.get(ctx.exact, x.shape[0] * w.size >= 1 << 16)(x, w, b, out, x.shape[0])
     return out
 
 

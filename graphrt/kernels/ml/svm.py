@@ -36,9 +36,9 @@ CHUNK = 1024                 # rows whose kernel values are held at once
 EXACT = False
 
 
-def _kernel_rows(x, sv, kind, gamma, coef0, degree, out):
-    """out[n, m] = K(x[n], sv[m])."""
-    for n in prange(x.shape[0]):
+def _kernel_rows(x, sv, kind, gamma, coef0, degree, out, rows):
+    """out[n, m] = K(x[n], sv[m]) for the rows of x."""
+    for n in prange(rows):
         for m in range(sv.shape[0]):
             s = 0.0
             if kind == 2:
@@ -63,10 +63,10 @@ def _kernel_rows(x, sv, kind, gamma, coef0, degree, out):
 KERNEL_ROWS = Variants(_kernel_rows, "svm_kernel_rows", parallel=True)
 
 
-def _one_vs_one(kv, start, coef, rho, scores, votes):
-    """Pair scores [N, pairs] and votes [N, C] from kernel values kv [N, V]."""
+def _one_vs_one(kv, start, coef, rho, scores, votes, rows):
+    """Pair scores [N, pairs] and votes [N, C] from kernel values kv [N, V], N = rows."""
     c = start.size - 1
-    for n in prange(kv.shape[0]):
+    for n in prange(rows):
         for i in range(c):
             votes[n, i] = 0
         k = 0
@@ -89,11 +89,11 @@ def _one_vs_one(kv, start, coef, rho, scores, votes):
 ONE_VS_ONE = Variants(_one_vs_one, "svm_one_vs_one", parallel=True)
 
 
-def _couple(scores, prob_a, prob_b, q, qp, out):
-    """Class probabilities out [N, C] from pair scores (module docstring); q [N, C, C] and
-    qp [N, C] are scratch."""
+def _couple(scores, prob_a, prob_b, q, qp, out, rows):
+    """Class probabilities out [N, C] from pair scores (module docstring), N = rows; q [N, C, C]
+    and qp [N, C] are scratch."""
     c = out.shape[1]
-    for n in prange(scores.shape[0]):
+    for n in prange(rows):
         for i in range(c):
             q[n, i, i] = 0.0
         k = 0
@@ -174,7 +174,7 @@ class _SVM(OpKernel):
         for lo in range(0, rows, CHUNK):
             part = x[lo:lo + CHUNK]
             kv = buf[:part.shape[0]]
-            fn(part, self.sv, self.kind, self.gamma, self.coef0, self.degree, kv)
+            fn(part, self.sv, self.kind, self.gamma, self.coef0, self.degree, kv, part.shape[0])
             yield lo, kv
 
 
@@ -261,13 +261,13 @@ class SVMClassifier(_SVM):
         for lo, kv in self.kernel_chunks(ctx, x):
             hi = lo + kv.shape[0]
             ONE_VS_ONE.get(ctx.exact, kv.shape[0] > 64)(
-                kv, self.start, self.coef2, self.rho, scores[lo:hi], votes[lo:hi])
+                kv, self.start, self.coef2, self.rho, scores[lo:hi], votes[lo:hi], hi - lo)
         best = labels.argmax(ctx, votes)
         if self.prob_a.size:
             p = scratch(ctx, _F64, (rows, c))
             COUPLE.get(ctx.exact, rows > 64)(scores, self.prob_a, self.prob_b,
                                              scratch(ctx, _F64, (rows, c, c)),
-                                             scratch(ctx, _F64, (rows, c)), p)
+                                             scratch(ctx, _F64, (rows, c)), p, rows)
             post.apply(p, self.post, ctx.exact)
             labels.write(ctx, self.classes, best, p)
         elif c == 2:

@@ -104,16 +104,16 @@ def _column(packed, scales, zp, geo, j, buf):
             _decode(packed, scales, zp, j, b, geo, buf[b * block:])
 
 
-def _row(a, packed, words, scales, zp, geo, bias, out, work):
-    """out[j] = Y[0, j] for the one row a, one pass over the packed weights (columns in
-    parallel). 4-bit weights (K a multiple of 8) decode eight values (one word) at a time
+def _row(a, packed, words, scales, zp, geo, bias, out, work, columns):
+    """out[j] = Y[0, j] for the one row a and the ``columns`` = N = geo[6] columns j, one pass
+    over the packed weights (columns in parallel). 4-bit weights (K a multiple of 8) decode eight values (one word) at a time
     straight into the eight partial sums; other widths decode each column into a buffer
     first. Either way value k goes to partial sum k % 8."""
-    k, blocks, block, n = geo[0], geo[3], geo[2], geo[6]
+    k, blocks, block = geo[0], geo[3], geo[2]
     has_b = bias.size > 0
     fused = geo[1] == 4 and k % 8 == 0 and words.size > 0
     shift = _group_shift(block)
-    for j in prange(n):
+    for j in prange(columns):
         if fused:
             base = np.uint64(j * blocks * geo[4] // 4)
             sb, zb = np.uint64(j * blocks), np.uint64(j * geo[5])
@@ -193,12 +193,13 @@ def _panel(packed, scales, zp, geo, w, p, sz):
                 panel[(b * block + t) * width + c] = 0
 
 
-def _dequantize(packed, scales, zp, geo, w, work):
+def _dequantize(packed, scales, zp, geo, w, work, panels):
     """W^T as panels of width P = geo[7] (NR: the micro-kernel's panels, microkernel.
     pack_panels' layout; N: plain k-major rows): W[j, k] at w[(j // P) * K * P + k * P +
-    j % P], zeros past N; panels in parallel, a block of every column of a panel at a time
-    (its P x block values stay in L1 for P = NR); ``work``: a row of 2 * P per pool thread."""
-    for p in prange((geo[6] + geo[7] - 1) // geo[7]):
+    j % P], zeros past N; the ``panels`` = ceil(N / P) panels in parallel, a block of every
+    column of a panel at a time (its P x block values stay in L1 for P = NR); ``work``: a row
+    of 2 * P per pool thread."""
+    for p in prange(panels):
         _panel(packed, scales, zp, geo, w, p, work[numba.get_thread_id()])
 
 
@@ -297,11 +298,13 @@ class MatMulNBits(OpKernel):
         if product is None:
             # a column's values, rounded up to whole blocks
             work = scratch(ctx, F32, (numba.config.NUMBA_NUM_THREADS, int(geo[3]) * self.block))
-            fn(a, packed, _words(packed, self.bits), scales, zp, geo, bias, out, work)
+            fn(a, packed, _words(packed, self.bits), scales, zp, geo, bias, out, work,
+               int(geo[6]))
             return
         w = scratch(ctx, F32, (-(-self.n // int(geo[7])) * int(geo[7]) * self.k,))
         fn(packed, scales, zp, geo, w,
-           scratch(ctx, F32, (numba.config.NUMBA_NUM_THREADS, 2 * int(geo[7]))))
+           scratch(ctx, F32, (numba.config.NUMBA_NUM_THREADS, 2 * int(geo[7]))),
+           -(-int(geo[6]) // int(geo[7])))
         product(a, w, out)
         if bias.size:
             _add_bias(out, m, self.n, bias)

@@ -95,7 +95,8 @@ class Variants:
             fn = self._table.get((exact, key))
             if fn is None:
                 body, suffix = self._bodies[key]
-                count = tasks.count_parameter(body) if True in self._bodies else None
+                count = tasks.count_parameter(source_of(body.__code__)) \
+                    if True in self._bodies else None
                 consts = self._consts if count is None or key == "small" else \
                     dict(self._consts, prange=tasks.task_range)
                 tag = _hash_of(consts, body)

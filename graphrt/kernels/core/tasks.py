@@ -220,6 +220,7 @@ def parallel_form(body, qualname: str, n: int, k: int, rebind, options: dict):
     return fn
 
 
+@functools.lru_cache(maxsize=None)
 def source_tag() -> bytes:
     """What the parallel forms' code depends on in this module (for their names)."""
     return b"".join(f.encode() if isinstance(f, str) else inspect.getsource(f).encode()
@@ -227,13 +228,14 @@ def source_tag() -> bytes:
                               _PARALLEL))
 
 
-def count_parameter(template) -> int | None:
-    """The index of the parameter that a template's one loop over tasks counts (``for t in
-    prange(<parameter>)`` at its top level, the parameter read nowhere else, nothing after the
-    loop, no raise), else None."""
+@functools.lru_cache(maxsize=None)
+def count_parameter(source: bytes) -> int | None:
+    """The index of the parameter that the loop over tasks of a template (its ``source``)
+    counts: ``for t in prange(<parameter>)`` at its top level, the parameter read nowhere
+    else, nothing after the loop, no raise; else None."""
     try:
-        fn = ast.parse(textwrap.dedent(inspect.getsource(template))).body[0]
-    except (OSError, TypeError, SyntaxError):
+        fn = ast.parse(textwrap.dedent(source.decode())).body[0]
+    except (UnicodeDecodeError, SyntaxError, IndexError):
         return None
     params = [a.arg for a in fn.args.args]
     loops = [n for n in ast.walk(fn) if isinstance(n, ast.Call)

@@ -42,7 +42,7 @@ from numba import njit, prange
 
 from ...threads import ensure_layer
 from ..core import tasks
-from ..core.jit import _hash_of, rebind
+from ..core.jit import _hash_of, rebind, source_of
 from ..core.tasks import task_range
 
 LEQ, LT, GTE, GT, EQ, NEQ, MEMBER = range(7)
@@ -485,7 +485,7 @@ def _walks() -> dict:
     return {False: serial,
             True: tasks.parallel_form(serial, f"forest_walk_tasks_{tag}",
                                       _walk.__code__.co_argcount,
-                                      tasks.count_parameter(_walk), rebind, {}),
+                                      tasks.count_parameter(source_of(_walk.__code__)), rebind, {}),
             "trees": njit(rebind(_walk_trees, "forest_walk_trees", lanes(True)), cache=True,
                           nogil=True)}
 

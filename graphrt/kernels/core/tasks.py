@@ -44,14 +44,28 @@ _VOIDP = ir.IntType(8).as_pointer()
 _RUN_FN = ir.FunctionType(ir.VoidType(), [_VOIDP, ir.IntType(64)])
 
 
-@njit(cache=True, nogil=True, inline="always")
-def task_range(n):
-    """Tasks 0..n-1 for n >= 0; for a run's code n = ~(lo << 32 | k), tasks lo..lo+k-1."""
-    if n >= 0:
-        return range(n)
-    v = ~n
-    lo = v >> _LOW
-    return range(lo, lo + (v & ((1 << _LOW) - 1)))
+@intrinsic
+def task_range(typingctx, n):
+    """Tasks 0..n-1 for n >= 0; for a run's code n = ~(lo << 32 | k), tasks lo..lo+k-1. An
+    intrinsic, so that the range is built in place: as a numba function, linked into every
+    template, it made each serial form compile about 30 % slower."""
+    if not isinstance(n, types.Integer):
+        return None
+
+    def codegen(context, builder, sig, args):
+        i64 = ir.IntType(64)
+        count = context.cast(builder, args[0], sig.args[0], types.int64)
+        code = builder.not_(count)
+        lo = builder.ashr(code, ir.Constant(i64, _LOW))
+        k = builder.and_(code, ir.Constant(i64, (1 << _LOW) - 1))
+        whole = builder.icmp_signed(">=", count, ir.Constant(i64, 0))
+        state = cgutils.create_struct_proxy(types.range_state64_type)(context, builder)
+        state.start = builder.select(whole, ir.Constant(i64, 0), lo)
+        state.stop = builder.select(whole, count, builder.add(lo, k))
+        state.step = ir.Constant(i64, 1)
+        return state._getvalue()
+
+    return types.range_state64_type(n), codegen
 
 
 @intrinsic
@@ -224,7 +238,7 @@ def parallel_form(body, qualname: str, n: int, k: int, rebind, options: dict):
 def source_tag() -> bytes:
     """What the parallel forms' code depends on in this module (for their names)."""
     return b"".join(f.encode() if isinstance(f, str) else inspect.getsource(f).encode()
-                    for f in (task_range.py_func, _threads, _drive.py_func, _run_tasks, _borrowed, _call,
+                    for f in (task_range._defn, _threads, _drive.py_func, _run_tasks, _borrowed, _call,
                               _PARALLEL))
 
 

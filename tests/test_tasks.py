@@ -61,9 +61,10 @@ def _expression(out, n):
 
 
 def test_only_one_top_level_loop_over_a_parameter_counts():
-    assert tasks.count_parameter(source_of(_count.__code__)) == 3
+    assert tasks.count_parameter(_count.__code__, source_of(_count.__code__)) == 3
     for template in (_reads_count, _two_loops, _after, _raises, _expression):
-        assert tasks.count_parameter(source_of(template.__code__)) is None, template.__name__
+        code = template.__code__
+        assert tasks.count_parameter(code, source_of(code)) is None, template.__name__
 
 
 _COUNT = Variants(_count, "test_tasks_count", parallel=True)

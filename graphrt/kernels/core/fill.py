@@ -8,6 +8,8 @@ its consumer. Either way the bits do not depend on the thread count.
 """
 from __future__ import annotations
 
+import functools
+
 import llvmlite.binding as llb
 import numpy as np
 from llvmlite import ir
@@ -15,6 +17,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from .jit import task_forms
 from .words import word_of
 
 BLOCK_BYTES = 1 << 16           # a task's share
@@ -61,13 +64,13 @@ def _store_fence(typingctx):
     return sig, codegen
 
 
-@njit(cache=True, nogil=True, parallel=True)
-def fill_blocks(out, v, stream):
-    """out[:] = v, BLOCK_BYTES a task; ``stream``: non-temporal stores (where STREAMS)."""
+def _fill_blocks(out, v, stream, blocks):
+    """out[:] = v, BLOCK_BYTES a task (``blocks`` of them); ``stream``: non-temporal stores
+    (where STREAMS)."""
     n = out.size
     block = max(1, BLOCK_BYTES // out.itemsize)
     lanes = 64 // out.itemsize
-    for t in prange((n + block - 1) // block):
+    for t in prange(blocks):
         a = t * block
         b = min(n, a + block)
         if not stream:
@@ -88,13 +91,25 @@ def fill_blocks(out, v, stream):
         _store_fence()
 
 
+@functools.lru_cache(maxsize=None)
+def _task_form():
+    """The serial walk's task form (core/tasks.py), made when first used: nothing is hashed
+    when graphrt is imported."""
+    return task_forms(_fill_blocks, "fill_blocks")[1]
+
+
+def fill_blocks(out, v, stream: bool) -> None:
+    """out[:] = v (``out`` 1-D of an unsigned word type, ``v`` of it) on the threads."""
+    _task_form()(out, v, stream, -(-out.size // max(1, BLOCK_BYTES // out.itemsize)))
+
+
 PARALLEL_FILL = 1 << 18     # bytes from which a fill is shared by the threads
 
 
 class Fill:
     """out[:] = value, written as words of the element's size (so every bit of the value,
     a NaN's payload included, is copied): numpy's fill up to PARALLEL_FILL bytes, above it
-    fill.fill_blocks (threads share the blocks; streaming stores past STREAM_BYTES);
+    fill_blocks (threads share the blocks; streaming stores past STREAM_BYTES);
     numpy's assignment for strings."""
 
     __slots__ = ("word", "bits")
@@ -108,7 +123,6 @@ class Fill:
         if self.word is None:
             out[...] = self.bits
         elif out.nbytes >= PARALLEL_FILL:
-            fill_blocks(out.view(self.word), self.bits,
-                        STREAMS and out.nbytes >= STREAM_BYTES)
+            fill_blocks(out.view(self.word), self.bits, STREAMS and out.nbytes >= STREAM_BYTES)
         elif out.size:
             out.view(self.word).fill(self.bits)

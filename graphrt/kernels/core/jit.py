@@ -95,7 +95,7 @@ class Variants:
             fn = self._table.get((exact, key))
             if fn is None:
                 body, suffix = self._bodies[key]
-                count = tasks.count_parameter(source_of(body.__code__)) \
+                count = tasks.count_parameter(body.__code__, source_of(body.__code__)) \
                     if True in self._bodies else None
                 consts = self._consts if count is None or key == "small" else \
                     dict(self._consts, prange=tasks.task_range)
@@ -146,6 +146,22 @@ def ask(alternatives: tuple, exact: bool) -> None:
     alternatives = tuple(v for v in alternatives if True in v._bodies)
     if asked is not None and alternatives:
         asked.add((alternatives, exact))
+
+
+def task_forms(template, name: str, **consts) -> tuple:
+    """(serial form, parallel form) of a task body made outside Variants (one form, no
+    fast/exact pair: the caller's compile options are numba's defaults), named ``name`` and
+    a hash of the template's source and callees (the generated ``consts`` are left out: they
+    hash by address)."""
+    tag = _hash_of({}, template)
+    code = template.__code__
+    serial = njit(rebind(template, f"{name}_{tag}", dict(consts, prange=tasks.task_range)),
+                  cache=True, nogil=True)
+    count = tasks.count_parameter(code, source_of(code))
+    if count is None:
+        raise TypeError(f"{template.__qualname__} is not a task body (core/tasks.py)")
+    return serial, tasks.parallel_form(serial, f"{name}_tasks_{tag}", code.co_argcount, count,
+                                       rebind, {})
 
 
 def rebind(template, qualname: str, consts: dict):

@@ -242,26 +242,35 @@ def source_tag() -> bytes:
                               _PARALLEL))
 
 
+def count_parameter(code, source: bytes) -> int | None:
+    """The index of the parameter that the loop over tasks of a template (its code and
+    ``source``) counts: ``for t in prange(<parameter>)`` at its top level, the parameter read
+    nowhere else, nothing after the loop, no raise; else None (also when the source read
+    from the file is not that of the code: a file edited since it was imported)."""
+    params, name = _loop_bound(source)
+    if name is None or tuple(params) != code.co_varnames[:code.co_argcount]:
+        return None
+    return params.index(name)
+
+
 @functools.lru_cache(maxsize=None)
-def count_parameter(source: bytes) -> int | None:
-    """The index of the parameter that the loop over tasks of a template (its ``source``)
-    counts: ``for t in prange(<parameter>)`` at its top level, the parameter read nowhere
-    else, nothing after the loop, no raise; else None."""
+def _loop_bound(source: bytes) -> tuple:
+    """(parameter names, the one counting the tasks or None) of a template's source."""
     try:
         fn = ast.parse(textwrap.dedent(source.decode())).body[0]
     except (UnicodeDecodeError, SyntaxError, IndexError):
-        return None
+        return (), None
     params = [a.arg for a in fn.args.args]
     loops = [n for n in ast.walk(fn) if isinstance(n, ast.Call)
              and isinstance(n.func, ast.Name) and n.func.id == "prange"]
     if len(loops) != 1 or any(isinstance(n, ast.Raise) for n in ast.walk(fn)):
-        return None
+        return params, None
     last = fn.body[-1]
     bound = loops[0].args
     if not (isinstance(last, ast.For) and last.iter is loops[0] and len(bound) == 1
             and isinstance(bound[0], ast.Name) and bound[0].id in params):
-        return None
+        return params, None
     name = bound[0].id
     if sum(isinstance(n, ast.Name) and n.id == name for n in ast.walk(fn)) != 1:
-        return None
-    return params.index(name)
+        return params, None
+    return params, name

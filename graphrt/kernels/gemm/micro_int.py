@@ -144,12 +144,13 @@ def pack_b(b: np.ndarray, zp: np.ndarray | None, k: int, n: int) -> tuple[np.nda
     return np.ascontiguousarray(wide.reshape(kp // 2, 2, np_).transpose(0, 2, 1)).reshape(-1), np_
 
 
-def _product(addr, a, b, c, mp, kp, np_, tiles_n, by_columns):
-    """c (mp x np_) = a @ b, one tile a task; tasks walk a row of tiles (by_columns False:
-    A's MR rows stay in cache while B streams) or a column (True: B's NR columns stay while
-    A, the smaller operand there, is read from cache again)."""
+def _product(addr, a, b, c, mp, kp, np_, tiles_n, by_columns, tiles):
+    """c (mp x np_) = a @ b, one tile a task, ``tiles`` = (mp / MR) * tiles_n; tasks walk a
+    row of tiles (by_columns False: A's MR rows stay in cache while B streams) or a column
+    (True: B's NR columns stay while A, the smaller operand there, is read from cache
+    again)."""
     tiles_m = mp // MR
-    for t in prange(tiles_m * tiles_n):
+    for t in prange(tiles):
         if by_columns:
             i0, j0 = (t % tiles_m) * MR, (t // tiles_m) * NR
         else:

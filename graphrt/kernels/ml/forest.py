@@ -41,9 +41,7 @@ import numpy as np
 from numba import njit, prange
 
 from ...threads import ensure_layer
-from ..core import tasks
-from ..core.jit import _hash_of, rebind, source_of
-from ..core.tasks import task_range
+from ..core.jit import rebind, task_forms
 
 LEQ, LT, GTE, GT, EQ, NEQ, MEMBER = range(7)
 AVERAGE, SUM, MIN, MAX = range(4)
@@ -479,13 +477,8 @@ def _walks() -> dict:
     walk's task form, core/tasks.py) or "trees"."""
     def lanes(trees: bool) -> dict:
         return dict(zip(("LANES_OF", "FINISH", "DONE", "KEEP"), _lanes(_step, trees)))
-    tag = _hash_of({}, _walk)      # the generated lane functions hash by address: left out
-    serial = njit(rebind(_walk, f"forest_walk_{tag}", dict(lanes(False), prange=task_range)),
-                  cache=True, nogil=True)
-    return {False: serial,
-            True: tasks.parallel_form(serial, f"forest_walk_tasks_{tag}",
-                                      _walk.__code__.co_argcount,
-                                      tasks.count_parameter(source_of(_walk.__code__)), rebind, {}),
+    serial, parallel = task_forms(_walk, "forest_walk", **lanes(False))
+    return {False: serial, True: parallel,
             "trees": njit(rebind(_walk_trees, "forest_walk_trees", lanes(True)), cache=True,
                           nogil=True)}
 

@@ -119,9 +119,9 @@ def _pairs(x, z, g, taps, x0, kp, r0, r1, ld, out):
 
 
 def _blocks(addr, x, zp, g, taps, x0, kp, p_, pb, ldmax, a, mp, mg, bias, m0, out, o0, mult,
-            off, yzp, lo, hi, work):
-    """One image and group of the convolution: blocks of pb output rows (at most ldmax
-    positions, rounded up to NR) in parallel;
+            off, yzp, lo, hi, work, blocks):
+    """One image and group of the convolution: the ``blocks`` blocks of pb output rows (at
+    most ldmax positions, rounded up to NR) in parallel;
     each builds its pairs (``_pairs``, cache-resident), runs micro_int's tiles over every
     output channel of the group, and writes out[o0 + i * p_ + j] = acc + bias[m0 + i]
     (int32), or with REQUANT that requantized (quantize.requantized: mult, off per channel
@@ -132,7 +132,7 @@ def _blocks(addr, x, zp, g, taps, x0, kp, p_, pb, ldmax, a, mp, mg, bias, m0, ou
     has_off = off.size > 0
     tm = mp // MR
     rows = p_ // g[OW]
-    for blk in prange((rows + pb - 1) // pb):
+    for blk in prange(blocks):
         r0 = blk * pb
         r1 = min(rows, r0 + pb)
         j0, j1 = r0 * g[OW], r1 * g[OW]
@@ -288,11 +288,12 @@ class ConvInteger(OpKernel):
         work = scratch(ctx, I32, (numba.config.NUMBA_NUM_THREADS, t.work))
         addr = micro_int.address()
         cg = t.c // t.groups
+        blocks = -(-(t.p // int(t.geo[OW])) // t.pb)
         for n in range(t.images):
             for gi in range(t.groups):
                 fn(addr, x, xzp, t.geo, t.taps, (n * t.c + gi * cg) * t.in_size, t.kp, t.p,
                    t.pb, t.ld, t.a[gi], t.mp, t.mg, bias, gi * t.mg, out, (n * t.m + gi * t.mg) * t.p,
-                   mult, off, yzp, lo, hi, work)
+                   mult, off, yzp, lo, hi, work, blocks)
 
     def convolve(self, ctx: RunContext, plan, out=None):
         """The exact integer sums: into ``out`` (int32) on the integer-tile path, else as

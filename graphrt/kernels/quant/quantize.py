@@ -567,7 +567,8 @@ class _IntegerProduct(OpKernel):
         ap = scratch(ctx, np.int16, (mp * kp,))
         micro_int.pack_a(a, np.zeros(1, a.dtype) if za is None else za, rows, k, mp, kp, ap)
         c = scratch(ctx, I32, (mp * np_,))
-        fn(addr, ap, packed, c, mp, kp, np_, np_ // micro_int.NR, False)
+        fn(addr, ap, packed, c, mp, kp, np_, np_ // micro_int.NR, False,
+           mp // micro_int.MR * (np_ // micro_int.NR))
         micro_int.unpack(c, np_, rows, n, out)
 
     def _b(self, ctx: RunContext, b, zb, n):

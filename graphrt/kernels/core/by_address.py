@@ -51,11 +51,8 @@ def caller(slot: int, signature_of):
             values = [context.cast(builder, builder.extract_value(cargs[1], k), h, t)
                       for k, (h, t) in enumerate(zip(sig.args[1].types, target.args))]
             fnty = context.call_conv.get_function_type(target.return_type, target.args)
-            result = cgutils.alloca_once(builder, fnty.args[0].pointee)
-            builder.store(cgutils.get_null_value(fnty.args[0].pointee), result)
-            excinfo = cgutils.alloca_once(builder, fnty.args[1].pointee)
-            packed = list(context.get_arg_packer(target.args).as_arguments(builder, values))
-            builder.call(builder.inttoptr(addr, fnty.as_pointer()), [result, excinfo] + packed)
+            call_numba(context, builder, builder.inttoptr(addr, fnty.as_pointer()), fnty,
+                       target.args, values)
             return context.get_dummy_value()
 
         return types.none(table, args), codegen
@@ -102,17 +99,25 @@ def readonly(typingctx, arr):
     return arr.copy(readonly=True)(arr), codegen
 
 
+def call_numba(context, builder, fn, fnty, argtypes, values) -> tuple:
+    """A call of ``fn`` (an LLVM function or pointer of numba's calling convention, type
+    ``fnty``, compiled for ``argtypes``) on ``values``: (status code, exception information
+    slot)."""
+    result = cgutils.alloca_once(builder, fnty.args[0].pointee)
+    builder.store(cgutils.get_null_value(fnty.args[0].pointee), result)
+    excinfo = cgutils.alloca_once(builder, fnty.args[1].pointee)
+    packed = list(context.get_arg_packer(argtypes).as_arguments(builder, values))
+    return builder.call(fn, [result, excinfo] + packed), excinfo
+
+
 def _call(context, builder, addr, argtypes, values) -> None:
     """Call the numba function at ``addr`` (an LLVM int64), compiled for ``argtypes`` and
     returning nothing, on ``values``; an exception it raises is raised by the caller (numba's
     status and exception information passed on)."""
     conv = context.call_conv
     fnty = conv.get_function_type(types.none, argtypes)
-    result = cgutils.alloca_once(builder, fnty.args[0].pointee)
-    builder.store(cgutils.get_null_value(fnty.args[0].pointee), result)
-    excinfo = cgutils.alloca_once(builder, fnty.args[1].pointee)
-    packed = list(context.get_arg_packer(argtypes).as_arguments(builder, values))
-    code = builder.call(builder.inttoptr(addr, fnty.as_pointer()), [result, excinfo] + packed)
+    code, excinfo = call_numba(context, builder, builder.inttoptr(addr, fnty.as_pointer()),
+                               fnty, argtypes, values)
     status = conv._get_return_status(builder, code, builder.load(excinfo))
     with cgutils.if_unlikely(builder, status.is_error):
         conv.return_status_propagate(builder, status)

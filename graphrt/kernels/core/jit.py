@@ -99,11 +99,12 @@ class Variants:
                     if True in self._bodies else None
                 consts = self._consts if count is None or key == "small" else \
                     dict(self._consts, prange=tasks.task_range)
-                tag = _hash_of(consts, body)
+                task_form = key is True and count is not None
+                tag = _hash_of(dict(consts, TASKS=tasks.source_tag()) if task_form else consts,
+                               body)
                 mode = "exact" if exact else "fast"
-                if key is True and count is not None:
+                if task_form:
                     # the serial form's code on the threads (core/tasks.py)
-                    tag = _hash_of(dict(consts, TASKS=tasks.source_tag()), body)
                     fn = tasks.parallel_form(self._form(exact, False),
                                              f"{self.name}_{mode}_tasks_{tag}",
                                              body.__code__.co_argcount, count, rebind,

@@ -37,7 +37,7 @@ from numba.core import cgutils, sigutils
 from numba.core.registry import CPUDispatcher
 from numba.extending import intrinsic
 
-from .by_address import address
+from .by_address import address, call_numba
 
 _LOW = 32           # a run's code: ~(first task << 32 | number of tasks)
 _VOIDP = ir.IntType(8).as_pointer()
@@ -145,7 +145,7 @@ def _run_tasks(body_symbol, k: int):
             record = b.load(b.bitcast(run.args[0], record_type.as_pointer()))
             values = [b.extract_value(record, i) for i in range(len(argtypes))]
             values[k] = context.cast(b, run.args[1], types.int64, argtypes[k])
-            _call(context, b, body, body_type, argtypes, values)
+            call_numba(context, b, body, body_type, argtypes, values)     # raises nothing
             b.ret_void()
 
             slot = cgutils.alloca_once(builder, record_type)
@@ -155,7 +155,7 @@ def _run_tasks(body_symbol, k: int):
             drive = cgutils.get_or_insert_function(module, drive_type, _DRIVE)
             tasks = context.cast(builder, builder.extract_value(cargs[0], k), argtypes[k],
                                  types.int64)
-            _call(context, builder, drive, drive_type, drive_args,
+            call_numba(context, builder, drive, drive_type, drive_args,
                   [builder.ptrtoint(run, i64), builder.ptrtoint(slot, i64), tasks])
             return context.get_dummy_value()
 
@@ -178,15 +178,6 @@ def _borrowed(context, builder, ty, value):
             value = builder.insert_value(
                 value, _borrowed(context, builder, item, builder.extract_value(value, i)), i)
     return value
-
-
-def _call(context, builder, fn, fn_type, argtypes, values) -> None:
-    """A call of numba's calling convention to a function that returns and raises nothing."""
-    result = cgutils.alloca_once(builder, fn_type.args[0].pointee)
-    builder.store(cgutils.get_null_value(fn_type.args[0].pointee), result)
-    excinfo = cgutils.alloca_once(builder, fn_type.args[1].pointee)
-    packed = list(context.get_arg_packer(argtypes).as_arguments(builder, values))
-    builder.call(fn, [result, excinfo] + packed)
 
 
 _PARALLEL = "def _parallel({0}):\n    RUN_TASKS(({0},))\n"
@@ -237,9 +228,10 @@ def parallel_form(body, qualname: str, n: int, k: int, rebind, options: dict):
 @functools.lru_cache(maxsize=None)
 def source_tag() -> bytes:
     """What the parallel forms' code depends on in this module (for their names)."""
+    parts = (task_range._defn, _threads, _drive.py_func, _run_tasks, _borrowed, call_numba,
+             _PARALLEL)
     return b"".join(f.encode() if isinstance(f, str) else inspect.getsource(f).encode()
-                    for f in (task_range._defn, _threads, _drive.py_func, _run_tasks, _borrowed, _call,
-                              _PARALLEL))
+                    for f in parts)
 
 
 def count_parameter(code, source: bytes) -> int | None:

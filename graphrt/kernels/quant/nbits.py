@@ -106,9 +106,9 @@ def _column(packed, scales, zp, geo, j, buf):
 
 def _row(a, packed, words, scales, zp, geo, bias, out, work, columns):
     """out[j] = Y[0, j] for the one row a and the ``columns`` = N = geo[6] columns j, one pass
-    over the packed weights (columns in parallel). 4-bit weights (K a multiple of 8) decode eight values (one word) at a time
-    straight into the eight partial sums; other widths decode each column into a buffer
-    first. Either way value k goes to partial sum k % 8."""
+    over the packed weights (columns in parallel). 4-bit weights (K a multiple of 8) decode
+    eight values (one word) at a time straight into the eight partial sums; other widths
+    decode each column into a buffer first. Either way value k goes to partial sum k % 8."""
     k, blocks, block = geo[0], geo[3], geo[2]
     has_b = bias.size > 0
     fused = geo[1] == 4 and k % 8 == 0 and words.size > 0

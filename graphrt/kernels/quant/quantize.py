@@ -209,9 +209,10 @@ _SHIFT = {False: Variants(_shift_cols, "zero_point_shift_cols", parallel=True),
           True: Variants(_shift_rows, "zero_point_shift_rows", parallel=True)}
 
 
-def _rows_of(n: int, inner: int, count: int) -> int:
-    """The rows that _requantize_* and _shift_* walk over n elements."""
-    return n // inner if inner > 1 else n // max(1, count)
+def _walk(table: dict, n: int, inner: int, count: int) -> tuple:
+    """(the _REQUANTIZE or _SHIFT form, its rows) for n elements: rows of one channel each
+    when inner > 1, else of all ``count`` channels."""
+    return table[inner > 1], n // inner if inner > 1 else n // max(1, count)
 
 
 def _par(n):
@@ -462,8 +463,8 @@ def shifted(ctx, x, zp, inner, count, dtype=I32):
     if zp is None:
         np.copyto(out, x)
     else:
-        _SHIFT[inner > 1].get(False, _par(x.size))(x, zp, out, inner, count,
-                                                    _rows_of(x.size, inner, count))
+        forms, rows = _walk(_SHIFT, x.size, inner, count)
+        forms.get(False, _par(x.size))(x, zp, out, inner, count, rows)
     return out
 
 
@@ -576,8 +577,8 @@ class _IntegerProduct(OpKernel):
         if cached is not None and cached[0] is b and cached[1] is zb:
             return cached[2]
         wide = np.empty(b.size, F32)
-        _SHIFT[False].get(False, False)(b, np.zeros(1, b.dtype) if zb is None else zb, wide,
-                                        1, n, _rows_of(b.size, 1, n))
+        forms, rows = _walk(_SHIFT, b.size, 1, n)
+        forms.get(False, False)(b, np.zeros(1, b.dtype) if zb is None else zb, wide, 1, n, rows)
         self._wide_b = (b, zb, wide)
         return wide
 
@@ -652,8 +653,9 @@ class Requantized:
     def requantize(self, ctx, acc, mult, inner, count):
         mult, off, zp, lo, hi = self.requant_args(ctx, mult)
         out = ctx.flat_out[0]
-        _REQUANTIZE[inner > 1].get(ctx.exact, _par(out.size))(
-            acc, mult, off, zp, out, inner, count, lo, hi, _rows_of(out.size, inner, count))
+        forms, rows = _walk(_REQUANTIZE, out.size, inner, count)
+        forms.get(ctx.exact, _par(out.size))(acc, mult, off, zp, out, inner, count, lo, hi,
+                                             rows)
 
 
 def _multiplier(a_scale, b_scale, y_scale) -> np.ndarray:

@@ -72,10 +72,6 @@ REASONS = (
                                "callees and linked in"),
     ("reduce.reduce_", "the blocked pairwise sum over a set of runs (its set and run "
                        "helpers) compiled as callees and linked in"),
-    ("pointwise.erf", "vecmath's float32 erf (polynomials over split ranges) inlined into "
-                      "the element loop at numba's IR level"),
-    ("pointwise.gelu", "vecmath's float32 erf or tanh inlined into the element loop at "
-                       "numba's IR level"),
     ("microkernel._dot_rows", "eight FMA chains unrolled beside the remainder loop"),
     ("product.matmul_tiles", "one tile template for every product: the epilogue, Relu and "
                              "NaN passes beside the tile loop"),

@@ -106,14 +106,14 @@ def test_processes_filling_one_cache_at_once_leave_it_whole(tmp_path):
     assert not list(kernels.rglob("*.tmp.*"))
 
 
-# Waits until the time argv[1], then compiles (or loads) graphrt's _erf64 as a cached function
+# Waits until the time argv[1], then compiles (or loads) graphrt's exp64 as a cached function
 # of its own and prints how many specialisations it compiled and how many it loaded.
 AT_ONCE_SCRIPT = r"""
 import json, sys, time
 import graphrt
 from numba import njit
-from graphrt.kernels.math.vecmath import _erf64
-f = njit(cache=True, nogil=True, error_model="numpy")(_erf64.py_func)
+from graphrt.kernels.math.vecmath import exp64
+f = njit(cache=True, nogil=True, error_model="numpy")(exp64.py_func)
 time.sleep(max(0.0, float(sys.argv[1]) - time.time()))
 f(0.3)
 print(json.dumps({"hits": sum(f.stats.cache_hits.values()),

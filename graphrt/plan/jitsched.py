@@ -400,7 +400,8 @@ def _source(calls, slab):
     head = ["import numpy as np", "from numba import carray, njit",
             "from graphrt.kernels.core.by_address import call_packed, data_at, readonly", "",
             "# kernels: " + " ".join(tags), "",
-            "@njit(cache=True, nogil=True)", "def segment(S, c, A, T, I, F):"]
+            "@njit(cache=True, nogil=True, no_cfunc_wrapper=True)",
+            "def segment(S, c, A, T, I, F):"]
     data = (np.array(ints, dtype=np.int64), np.array(floats + [0.0], dtype=np.float64))
     return "\n".join(head + lines) + "\n", kernels, data, targets, packed
 

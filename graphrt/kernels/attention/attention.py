@@ -188,18 +188,18 @@ def _rows(scores, ex, out3, mask, ms, offset, nonpad, par, scale, softcap, zero,
                 put(out3, base + j, p, EXACT)
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _keep(v):
     return v
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _to_bf16(v):
     """v (float32) rounded to bfloat16."""
     return np.float32(round_to(np.float64(v), 8, -126, 127))
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _pairwise_denominator(ex, base, n, wide):
     """The softmax denominator of the row ex[base:base + n] in summation's blocked pairwise
     order (in ex's type); 1 when it is 0 (an empty or all -inf row)."""
@@ -207,7 +207,7 @@ def _pairwise_denominator(ex, base, n, wide):
     return ex.dtype.type(1) if s == 0 else s
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _bf16_denominator(ex, base, n, wide):
     """The same left to right with every add rounded to bfloat16, as the function body's
     bfloat16 softmax computes."""

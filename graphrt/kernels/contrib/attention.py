@@ -29,7 +29,7 @@ F32 = np.dtype(np.float32)
 LENGTHS, SPANS, KEYS, QUERY_KEYS = range(4)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _mask_bias(mask, form, batch, rows, keys, masked, out):
     """out[b, 0, i, j] = 0 where key j is kept for query row i of batch b, else ``masked``."""
     for b in range(batch):

@@ -83,7 +83,7 @@ def _merge(shape, strides):
     return keep_shape, keep
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def task_span(t, per_row, block, inner):
     """Task t of a Walk: its row and the [j0, j1) part of the inner axis it covers."""
     row = t // per_row
@@ -91,7 +91,7 @@ def task_span(t, per_row, block, inner):
     return row, j0, min(inner, j0 + block)
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def row_offset(row, shape, strides):
     """Where an operand's element for (row, inner index 0) lies: the row index split over
     the outer merged axes, each times the operand's stride."""
@@ -104,14 +104,14 @@ def row_offset(row, shape, strides):
     return off
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def put(out, k, v, exact):
     """out[k] = v, with NaN written as the canonical quiet NaN when exact (one store of a
     selected value: two stores in branches kept LLVM from vectorising the callers' loops)."""
     out[k] = canonical(v) if exact else v
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def canonical_nans(a):
     """Every NaN of the 1-D float array ``a`` made the canonical quiet NaN, in place."""
     for i in range(a.size):

@@ -76,7 +76,7 @@ _half_to_float_bits = _bits_converter(ir.HalfType, ir.FloatType)
 _float_bits_to_half = _bits_converter(ir.FloatType, ir.HalfType)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _widen_half(src, dst):
     """dst = float32 bits of the float16 bits src, numpy's conversion bit for bit: exact,
     and a NaN keeps its payload (the hardware would quiet a signalling one)."""
@@ -87,7 +87,7 @@ def _widen_half(src, dst):
             _half_to_float_bits(src[i])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _narrow_half(src, dst):
     """dst = float16 bits of the float32 bits src rounded to nearest even, numpy's bit for
     bit: a NaN keeps the top 10 bits of its payload (made non-zero)."""
@@ -211,7 +211,7 @@ def _held_copies(ctx: RunContext, arrays: list, way: str, calls: list, keep) -> 
     return out
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def round_to(v, p, emin, emax):
     """v (float64) rounded to the nearest value of a binary format with p significant bits
     and normal exponents emin..emax, half to even; inf past the largest finite value."""

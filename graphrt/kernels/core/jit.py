@@ -112,6 +112,7 @@ class Variants:
                 else:
                     fn = njit(rebind(body, f"{self.name}_{mode}{suffix}_{tag}",
                                      dict(consts, EXACT=exact)), cache=True, nogil=True,
+                              no_cfunc_wrapper=True,
                               parallel=key is True, error_model="numpy",
                               fastmath=False if exact else set(FAST_MATH))
                 self._table[exact, key] = fn
@@ -157,7 +158,7 @@ def task_forms(template, name: str, **consts) -> tuple:
     tag = _hash_of({}, template)
     code = template.__code__
     serial = njit(rebind(template, f"{name}_{tag}", dict(consts, prange=tasks.task_range)),
-                  cache=True, nogil=True)
+                  cache=True, nogil=True, no_cfunc_wrapper=True)
     count = tasks.count_parameter(code, source_of(code))
     if count is None:
         raise TypeError(f"{template.__qualname__} is not a task body (core/tasks.py)")

@@ -188,7 +188,8 @@ def scalar_op(fn):
     Not cached on its own: numba would key its cache on this function's file only, and keep
     code built from an older version of a function it calls in another module (vecmath,
     exactmath); the templates calling it are cached, named by a hash of its callees."""
-    return njit(cache=False, nogil=True, fastmath=False, error_model="numpy")(fn)
+    return njit(cache=False, nogil=True, no_cfunc_wrapper=True, fastmath=False,
+                error_model="numpy")(fn)
 
 
 @scalar_op
@@ -197,7 +198,7 @@ def relu_float(x):
     return x if not (x <= 0) else 0.0
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", inline="always")
 def scale_shift_relu(v, s, b, scaled, shifted, relu):
     """v * s (scaled), + b (shifted), then Relu's function (relu): the per-element epilogue of
     Conv's bias pass and of the normalisations."""

@@ -107,7 +107,7 @@ def _deal(typingctx, dst, d0, d1, src, s, m):
     return sig, codegen
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def copy_run(dst, d0, src, s0, n, step):
     if n <= 0:
         return
@@ -123,7 +123,7 @@ def copy_run(dst, d0, src, s0, n, step):
             dst[d + j] = src[s + j * st]
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def deal_run(dst, d0, d1, src, s0, n):
     """dst[d0 + j] = src[s0 + 2j] and dst[d1 + j] = src[s0 + 2j + 1] over the n elements
     src[s0:s0 + n]: a stride-2 split into its two phases, a vector pair at a time."""
@@ -133,7 +133,7 @@ def deal_run(dst, d0, d1, src, s0, n):
         j += _deal(dst, np.uint64(d0) + k, np.uint64(d1) + k, src, np.uint64(s0 + j), n - j)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def zero_run(dst, d0, n):
     if n <= 0:
         return

@@ -46,7 +46,7 @@ MAP = None      # rebound per summer
 RUN_SUM = None
 
 
-@njit(cache=True, nogil=True, fastmath=False, no_cpython_wrapper=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, no_cpython_wrapper=True)
 def push(stack, top, b, s):
     """Put the b-th partial sum (b from 1) on ``stack`` holding ``top`` entries, merge as
     the binary counter says; the new number of entries."""
@@ -59,7 +59,7 @@ def push(stack, top, b, s):
     return top
 
 
-@njit(cache=True, nogil=True, fastmath=False, no_cpython_wrapper=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, no_cpython_wrapper=True)
 def fold(stack, top):
     """p_0 + (p_1 + (... + p_top-1)): the partial sums left, newest first."""
     s = stack[top - 1]
@@ -231,7 +231,7 @@ def _cols(x, base, w, rshape, rstride, runs, p, out, work):
     _fold_rows(sets, stop, out[:w])
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _push_rows(stack, top, b):
     """push() for rows of partial sums, the newest already written at stack[top - 1]."""
     while b & 1 == 0:
@@ -244,7 +244,7 @@ def _push_rows(stack, top, b):
     return top
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _fold_rows(stack, top, out):
     """fold() for rows of partial sums, into ``out``."""
     s = stack[top - 1]
@@ -270,6 +270,7 @@ class Summer:
         def jit(template, part, **consts):
             return njit(rebind(template, f"sum_{name}_{part}_{tag}", dict(consts, MAP=map_)),
                         cache=True, nogil=True, fastmath=False, error_model="numpy",
+                        no_cfunc_wrapper=True,
                         no_cpython_wrapper=True)
 
         self.run = jit(_run, "run")
@@ -282,28 +283,28 @@ class Summer:
 
 # ----------------------------------------------------------------------------- the maps
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _value(v, p):
     return v
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _magnitude(v, p):
     return abs(v)
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _square(v, p):
     return v * v
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _deviation_square(v, p):
     d = v - p
     return d * d
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _deviation_magnitude(v, p):
     return abs(v - p)
 

@@ -89,7 +89,7 @@ def _threads(typingctx):
     return types.intp(), codegen
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, parallel=True)
 def _drive(fn, record, tasks):
     """Tasks 0..tasks-1 as one contiguous run per thread (as numba's parallel loop divides
     them), each run a call fn(record, code of the run)."""
@@ -218,7 +218,7 @@ def parallel_form(body, qualname: str, n: int, k: int, rebind, options: dict):
     body's signature, compiled with numba ``options``."""
     run = _run_tasks(lambda argtypes: _body_symbol(body, argtypes), k)
     fn = njit(rebind(_parallel(n), qualname, {"RUN_TASKS": run}), cache=True, nogil=True,
-              **options)
+              no_cfunc_wrapper=True, **options)
     fn.__class__ = TaskDispatcher
     fn.graphrt_body = body
     fn.graphrt_made = (qualname, n, k, rebind, options)

@@ -20,27 +20,27 @@ from ..gemm import microkernel
 from ..math.exactmath import FastExact, pow as _own_pow
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def add_scalar(x, y):
     return x + y
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _sub(x, y):
     return x - y
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def mul_scalar(x, y):
     return x * y
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _fdiv(x, y):
     return x / y
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _idiv(x, y):
     if y == 0:
         return x - x
@@ -93,36 +93,36 @@ class Div(Binary):
 # ----------------------------------------------------------------- Pow, Mod, PRelu, BitShift
 # (pointwise.Binary adds the narrow-float path: float16 and bfloat16 computed in float32.)
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _pow_f32(x, y):
     return np.power(x, np.float32(y))
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _square(x, y):
     return x * x
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _cube(x, y):
     return x * x * x
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _square_exact(x, y):
     """x * x: one IEEE product, the correctly rounded square (as graphrt's float32 pow)."""
     v = x * x
     return np.nan if v != v else v
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _as_wide(f):
     """A float32 as float64, its infinities standing for +-2^128 (where rounding put them)."""
     d = np.float64(f)
     return d if abs(d) != np.inf else math.copysign(2.0 ** 128, d)
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _cube_f32_exact(x, y):
     """x^3 correctly rounded to float32: hi + lo = x^3 exactly (x^2 is exact in float64, lo
     the FMA remainder of hi = x^2 * x); hi is rounded to float32 (f), and when hi lies exactly
@@ -140,12 +140,12 @@ def _cube_f32_exact(x, y):
     return np.nan if x != x else f
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _pow_f64(x, y):
     return np.power(x, np.float64(y))
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _pow_int(x, y):
     """x ** y by squaring, wrapping around; for y < 0 the truncated 1 / x ** -y."""
     if y < 0:
@@ -163,17 +163,17 @@ def _pow_int(x, y):
     return r
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _pow_f32_exact(x, y):
     return _own_pow(x, np.float32(y))
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _pow_f64_exact(x, y):
     return _own_pow(x, np.float64(y))
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _truncated(v):
     """v truncated toward zero (NaN gives 0; clamped to int64's range first)."""
     if v != v:
@@ -181,18 +181,18 @@ def _truncated(v):
     return np.int64(max(-9.2e18, min(9.2e18, v)))
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _pow_int_float(x, y):
     """float64 power truncated toward zero."""
     return _truncated(np.power(np.float64(x), np.float64(y)))
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _pow_int_float_exact(x, y):
     return _truncated(_own_pow(np.float64(x), np.float64(y)))
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _mod_float(x, y):
     """x - floor(x / y) * y: fmod, then moved to the divisor's sign; a zero takes y's sign."""
     r = np.fmod(x, y)
@@ -203,19 +203,19 @@ def _mod_float(x, y):
     return r
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _fmod_float(x, y):
     return np.fmod(x, y)
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _mod_int(x, y):
     if y == 0:
         return x - x
     return x % y            # numba follows Python: the sign of the divisor
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _fmod_int(x, y):
     if y == 0:
         return x - x
@@ -225,19 +225,19 @@ def _fmod_int(x, y):
     return r
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _prelu(x, slope):
     return x if x > 0 else x * slope
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _shift_left(x, y):
     if y < 0 or y >= np.iinfo(x).bits:
         return x - x
     return x << y
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _shift_right(x, y):
     bits = np.iinfo(x).bits
     if y < 0 or y >= bits:

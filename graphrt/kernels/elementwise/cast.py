@@ -57,14 +57,14 @@ GAP = None      # bound per variant: the sign-exact x - float32(x) for the sourc
 ROUND = None    # bound per variant: x as an int64 with the low bits of its rounding
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _same(v):
     """v itself: the store into the output converts it (NaN stays NaN, so elementwise's
     canonical-NaN check on v is the check on the converted value)."""
     return v
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _nonzero(v):
     return v != 0
 
@@ -99,14 +99,14 @@ _NUMBA_FLOATS = frozenset(np.dtype(t) for t in (np.float32, np.float64))
 
 # ---- the types numpy lacks ----------------------------------------------------------------
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _gap_float(v, r):
     """v - r with the sign of the exact difference (v a float or an integer of at most 32
     bits, both exact in float64; an IEEE difference of unequal values is never 0)."""
     return np.float64(v) - np.float64(r)
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _gap_int64(v, r):
     """v - r exactly, v an int64 and r its float32 rounding: v = hi + lo with lo its low 32
     bits; hi, lo and r - hi (an integer below 2**41 in size) are exact in float64."""
@@ -115,7 +115,7 @@ def _gap_int64(v, r):
     return np.float64(lo) - (np.float64(r) - np.float64(w - lo))
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _gap_uint64(v, r):
     """As _gap_int64 for a uint64 v."""
     w = np.uint64(v)
@@ -185,7 +185,7 @@ def _to_e8m0(bits, out, mode, saturate, block, tasks):
             out[j] = code
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _round_float(v):
     """v rounded to an integer, ties to even, as an int64 with that integer's low bits: 0
     for NaN and +-inf, and for |v| >= 2**63 (a multiple of 2**11 there)."""
@@ -195,7 +195,7 @@ def _round_float(v):
     return np.int64(r)
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _round_int(v):
     """v's low 64 bits as an int64."""
     return np.int64(v)

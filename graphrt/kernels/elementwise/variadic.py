@@ -31,7 +31,7 @@ from ..core.pointwise import binary_path, binary_variants, in_place_form, pick, 
 from .arithmetic import ADD_VARIANTS, FDIV_VARIANTS
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def maximum(x, y):
     """max with NaN propagation and max(-0, +0) = +0."""
     if x > y:
@@ -43,7 +43,7 @@ def maximum(x, y):
     return x + y        # zeros: +0 unless both are -0; a NaN propagates
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def minimum(x, y):
     """min with NaN propagation and min(-0, +0) = -0."""
     if x < y:

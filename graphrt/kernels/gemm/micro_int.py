@@ -116,7 +116,7 @@ def tile(typingctx, addr, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, pairs):
     return sig, codegen
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def pack_a(x, zp, m, k, mp, kp, out):
     """out (mp x kp int16) = x (m x k, 8-bit) minus row i's zero point (zp[0] for one value,
     else zp[i % zp.size]: per row of each batch entry); zeros pad."""
@@ -163,7 +163,7 @@ def _product(addr, a, b, c, mp, kp, np_, tiles_n, by_columns, tiles):
 PRODUCT = Variants(_product, "int16_product", parallel=True)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def unpack(c, np_, m, n, out):
     """out (m x n) = the first m rows and n columns of c (rows of np_)."""
     for i in range(m):

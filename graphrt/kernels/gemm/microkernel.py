@@ -79,7 +79,7 @@ def fma(typingctx, x, y, z):
     return sig, codegen
 
 
-@njit(cache=True, nogil=True, error_model="numpy", inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", inline="always")
 def step(exact, x, y, acc):
     """One step of an element's chain: acc + x * y rounded twice (exact) or once (FMA)."""
     if exact:
@@ -87,7 +87,7 @@ def step(exact, x, y, acc):
     return fma(x, y, acc)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
 def _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, exact):
     """The few-rows case with B's columns contiguous in k (B transposed, e.g. a Gemm with
     transB over one input row): eight columns at a time, each its own FMA chain over k
@@ -139,7 +139,7 @@ def _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, 
                     out[oo + i * ldo + j] = s0
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
 def few_rows(a, ao, a_si, a_sk, b, bo, b_sk, out, oo, ldo, rows, cols, kk, exact):
     """The few-rows case with B's rows contiguous (b_sj = 1: a k-major B): for each row of
     A, all its columns' chains advance together over k ascending -- the micro-kernel's
@@ -363,7 +363,7 @@ def _micro_at(kt, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at, btab, pc, c
 
 
 # named by SOURCE_TAG: they call micro_ir's kernels, whose edits numba's cache would not see
-_block = njit(cache=True, nogil=True, error_model="numpy")(
+_block = njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")(
     rebind(_block_template, f"block_{SOURCE_TAG}", {}))
 
 
@@ -394,7 +394,7 @@ def _direct(fn):
 
 
 # every path, its callees linked: for the tests that call a tile product directly
-tile_product = njit(cache=True, nogil=True, error_model="numpy")(
+tile_product = njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")(
     rebind(_tile_product, f"tile_product_{SOURCE_TAG}",
            {"BLOCK_AT": _direct(_block), "FEW_ROWS_AT": _direct(few_rows),
             "DOT_ROWS_AT": _direct(_dot_rows)}))
@@ -450,15 +450,17 @@ def kernels(dtype, exact: bool, few: bool = False) -> np.ndarray:
 
 
 def table(dtype, exact: bool, few: bool = False) -> np.ndarray:
-    """The array ``kernels`` gives, one per process and key, possibly with its entry and
-    callee slots still 0: a plan takes it when it is made, and ``ready`` fills it before
-    the first call that passes it (the entry's compile then need not stop the plan)."""
+    """The array ``kernels`` gives, one per process and key, possibly still all 0: a plan
+    takes it when it is made, and ``ready`` fills it before the first call that passes it
+    (neither the micro-kernels' compile nor the entry's then stops the plan: on a cold
+    first run the helper process, asked for the entry when the session was made, has
+    usually put both in the cache by then)."""
     return micro_ir.once(_KERNELS, _KERNELS_LOCK,
                          (np.dtype(dtype), bool(exact), "few" if few else "block"), _blank)
 
 
 def _blank(dtype: np.dtype, exact: bool, path: str) -> np.ndarray:
-    kt = np.concatenate([micro_ir.kernels(dtype, exact), np.zeros(1 + len(CALLEES), np.int64)])
+    kt = np.zeros(TILE + 1 + len(CALLEES), np.int64)
     if (dtype, path) in _ADDRESSES:
         _fill(kt, dtype, exact, path)
     else:
@@ -503,6 +505,7 @@ def _fill(kt: np.ndarray, dtype: np.dtype, exact: bool, path: str) -> None:
     used = ("block",) if path == "block" else ("few_rows", "dot_rows")
     kt[TILE + 1:] = [by_address.address(fn, sigs[name]) if name in used else 0
                      for name, fn in CALLEES.items()]
+    kt[:TILE] = micro_ir.kernels(dtype, exact)
     kt[TILE] = entry
 
 
@@ -593,7 +596,7 @@ def carve(work, rows, cols, kk):
 
 # (the tile entries inline it: compiled as a callee of its own, it cost about 0.2 s)
 _carve_inlined = njit(nogil=True, inline="always")(carve)
-carve = njit(cache=True, nogil=True)(carve)
+carve = njit(cache=True, nogil=True, no_cfunc_wrapper=True)(carve)
 
 
 def work_size(itemsize: int) -> int:

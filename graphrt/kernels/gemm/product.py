@@ -59,12 +59,12 @@ _M, _N, _K, _A_SI, _A_SK, _B_SK, _B_SJ, _C_SI, _C_SJ, _HAS_C, _RB = range(11)
 # caller's flags (numba's ConfigStack), and the fast variant would then contract the
 # epilogue into an FMA for every caller, the exact variant included. Fastmath flags are per
 # instruction, so these stay two multiplies and an add when inlined into a fast variant.
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False)
 def _epilogue(alpha, acc, beta, c):
     return alpha * acc + beta * c
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False)
 def _scale(alpha, acc):
     return alpha * acc
 
@@ -169,7 +169,7 @@ MK = None    # microkernel.SOURCE_TAG where OWN (renames the variants when it ch
 RELU = None
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def _epilogue_of(gemm, g, c, out, o, r0, j0, alpha, beta, one):
     """The micro-kernel's epilogue (the tile products' ``epi``) for a tile at row r0,
     column j0 of the output (element o of out): Gemm's C where alpha = beta = 1 and C's

@@ -48,7 +48,7 @@ def load_pillow():
     return PIL.Image
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _luma(rgb, out):
     """out[i] = BT.601 luma of pixel i of ``rgb`` (3 bytes a pixel), in 16-bit fixed point."""
     for i in range(out.size):

@@ -90,7 +90,8 @@ from ..core.jit import Variants
 
 
 def _scalar(fn):
-    return njit(cache=True, nogil=True, fastmath=False, error_model="numpy")(fn)
+    return njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False,
+                error_model="numpy")(fn)
 
 
 # ----------------------------------------------------------------------------- tables

@@ -173,7 +173,7 @@ def _exp_f64(typingctx, x):
     return (types.float64(types.float64), codegen) if x == types.float64 else None
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
 def exp64(x):
     """exp(x) for a float64 x holding a float32 value, about 1e-10 relative (module
     docstring); NaN for NaN."""

@@ -42,7 +42,7 @@ def _tensor_default(dtype):
     return "_Unused" if dtype == _STRING else (-1 if dtype.kind in "iu" else -0.0)
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _positions(x, keys, pos, nan_pos, miss, out):
     """out[i] = pos[k] where keys[k] == x[i] (keys sorted), nan_pos for a NaN, else miss."""
     for i in range(x.size):
@@ -192,7 +192,7 @@ class OneHotEncoder(OpKernel):
             self.node.fail("an input value is in no category (zeros=0)", ErrorKind.INVALID_INPUT)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _one_hot(idx, table, out):
     """out[i] = the one-hot row of category table[idx[i]] (zeros for -1); False if any
     value was in no category."""

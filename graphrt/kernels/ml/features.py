@@ -131,7 +131,7 @@ class Normalizer(OpKernel):
         post.canonical(ctx, ctx.flat_out[0])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _impute(x, replaced, values, out):
     """out[i, c] = values[c] where x[i, c] == replaced or both are NaN, else x[i, c]."""
     nan = replaced != replaced
@@ -170,7 +170,7 @@ class Imputer(OpKernel):
                 ctx.flat_out[0].reshape(-1, c))
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _place(x, at, width, out):
     """out[n, at:at + width] = x[n, :width], zero-padded."""
     m = min(width, x.shape[1])

@@ -249,7 +249,7 @@ def _ranges(begin, end, order):
     return start.astype(np.int32), take.astype(np.int64)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _layout(roots, is_leaf, first, second, limit):
     """Breadth-first renumbering tree by tree: (old number of each new node, children
     [2 n] in new numbers, level of each new node, depth per tree, nodes per tree, n); n = -1
@@ -306,7 +306,7 @@ def _common_depth(level, leaf, sizes, depth) -> np.ndarray:
     return np.minimum(np.argmax(done, axis=1), depth).astype(np.int32)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def _step(xb, base, i, nodes):
     """One level: where node i sends the row at xb[base:]. ``nodes`` = (words, thresholds,
     shift, offset) of :meth:`Forest.nodes`. Node numbers and offsets are unsigned, so numba
@@ -318,13 +318,13 @@ def _step(xb, base, i, nodes):
     return np.uint64(words[q + ONE]) - stay
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def _at_leaf(i, nodes):
     """Whether node i is a leaf (it goes on to itself)."""
     return np.uint64(nodes[0][(i << TWO) + ONE]) == i
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def _copy_rows(x, f, lo, hi, width, twice, xb):
     """Rows lo..hi of x [.., f] into xb as rows of ``width`` features and, when ``twice``,
     the same features again with NaN as -inf (module docstring)."""
@@ -338,7 +338,7 @@ def _copy_rows(x, f, lo, hi, width, twice, xb):
                 xb[o + width + c] = -np.inf if v != v else v
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def _add(acc, r, t, dense, s, weight, target):
     """Leaf slot s's weights into row r's accumulator (``dense``: t weights a leaf)."""
     if dense:
@@ -480,14 +480,14 @@ def _walks() -> dict:
     serial, parallel = task_forms(_walk, "forest_walk", **lanes(False))
     return {False: serial, True: parallel,
             "trees": njit(rebind(_walk_trees, "forest_walk_trees", lanes(True)), cache=True,
-                          nogil=True)}
+                          nogil=True, no_cfunc_wrapper=True)}
 
 
 _WALKS = _walks()
 _NO_LEAVES = np.zeros(0, np.uint32)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def _add_pairs(r, leaf, pair_start, pair_target, pair_weight, agg, acc, got):
     for p in range(pair_start[leaf], pair_start[leaf + 1]):
         j = pair_target[p]
@@ -503,7 +503,7 @@ def _add_pairs(r, leaf, pair_start, pair_target, pair_weight, agg, acc, got):
         got[r, j] = True
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _interpret(x, roots, feature, mode, split, true_id, false_id, nan_true, is_leaf,
                member_start, members, pair_start, pair_target, pair_weight, agg, acc, got):
     """The general walk, a row at a time, testing in float64 with the original modes."""

@@ -37,12 +37,12 @@ def parse(node, value) -> int:
     return int(value)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def _exp(v, exact):
     return exactmath.exp(v) if exact else np.exp(v)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def erfinv(z, exact):
     """erf^-1(z): Winitzki's approximation refined by three Newton steps on erf."""
     if z != z or z < -1.0 or z > 1.0:

@@ -32,12 +32,12 @@ _COMPLEX = frozenset({np.dtype(np.complex64), np.dtype(np.complex128)})
 ALLOWED = _dt.ALL_TENSOR | HALF | _COMPLEX
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _add(x, y):
     return x + y
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _or(x, y):
     return x | y
 

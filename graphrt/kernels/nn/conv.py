@@ -71,7 +71,7 @@ def _add_bias(y, src, b, planes, m, p, sc, ow_, wq, sp):
                 out[j] = np.nan if EXACT and v != v else v
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
 def _im2col_block(x, col, g, rows, p0, p1, xo):
     """col[r * (p1 - p0) + p - p0] = _im2col's col[r, p] for output positions p0 <= p < p1
     of the image whose channel 0 starts at x[xo] (one task's block, sequential)."""

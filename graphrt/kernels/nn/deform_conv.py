@@ -31,7 +31,7 @@ EXACT = False
 _FAR = 2.0 ** 40
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False)
 def _bilinear(x, base, h_, w_, py, px):
     """X~ at (py, px) of the plane starting at x[base]; NaN for a NaN position."""
     if py != py or px != px:

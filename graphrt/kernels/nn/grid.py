@@ -47,7 +47,7 @@ _PADS = {"zeros": ZEROS, "border": BORDER, "reflection": REFLECTION}
 _FAR = 2.0 ** 40            # positions are clamped here so that integer conversion is defined
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False)
 def _reflect(p, lo, hi):
     span = hi - lo
     if span <= 0:
@@ -65,7 +65,7 @@ def _reflect(p, lo, hi):
     return p
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False)
 def _keys(f, k):
     """Keys' cubic coefficient (a = -0.75) of tap k = 0..3 at fraction f."""
     a = -0.75
@@ -81,7 +81,7 @@ def _keys(f, k):
     return ((a * t - 5 * a) * t + 8 * a) * t - 4 * a
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False)
 def _fetch(i, n, pad, lo, hi):
     """The input index tap i reads on an axis of length n, or -1 for a zero."""
     if pad == ZEROS:
@@ -91,7 +91,7 @@ def _fetch(i, n, pad, lo, hi):
     return min(max(int(_reflect(np.float64(i), lo, hi)), 0), n - 1)
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False)
 def _axis_taps(u, n, align, pad, mode):
     """(tap count, 4 indices, 4 weights) of one axis; tap count -1 for a NaN coordinate."""
     if u != u:

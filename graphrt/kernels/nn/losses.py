@@ -36,14 +36,14 @@ SUM_EXP = None      # sum exp(x - m) over the classes (blocked pairwise), fast o
 LOG = None
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _libm_log(v):
     return np.log(v)
 
 _INDICES = frozenset(np.dtype(t) for t in (np.int32, np.int64))
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _first_bad(target, classes, ignore, has_ignore):
     """Index of the first target outside [0, classes) that is not ignored, or -1."""
     for i in range(target.size):

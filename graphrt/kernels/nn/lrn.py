@@ -25,7 +25,7 @@ EXACT = False
 POW = None
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _libm_pow(a, b):
     return a ** b
 
@@ -51,7 +51,7 @@ def _lrn(x, y, channels, inner, before, after, scale, bias, beta, planes):
             put(out, j, xs[j] / POW(bias + scale * out[j], beta), EXACT)
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _pow_three_quarters(a, b):
     """a ** 0.75 as sqrt(a) * sqrt(sqrt(a)) (b is 0.75): three roundings instead of one, but
     instructions that vectorise (libm's pow is a call per element); fast mode only."""

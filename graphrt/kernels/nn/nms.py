@@ -26,7 +26,7 @@ EXACT = False
 F32 = np.dtype(np.float32)
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _corners(boxes, p, centre):
     """(x_min, x_max, y_min, y_max) of the box at boxes[p:p+4]."""
     if centre:
@@ -37,7 +37,7 @@ def _corners(boxes, p, centre):
     return min(x1, x2), max(x1, x2), min(y1, y2), max(y1, y2)
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _suppresses(boxes, p, q, centre, iou_max):
     """Whether the boxes at p and q overlap with an IoU above iou_max."""
     ax0, ax1, ay0, ay1 = _corners(boxes, p, centre)

@@ -47,7 +47,7 @@ _EPS, _ONE, _ZERO, _N, _KEEP, _TAKE = range(6)
 NO_STATS, MEAN_INV, RUNNING = range(3)
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False)
 def _affine_run(xs, ys, mu, inv, scale, bias, c0, step, has_scale, has_bias, exact,
                 relu=False):
     """ys[k] = ((xs[k] - mu) * inv) * scale[c0 + k * step] + bias[...] (step 0 or 1), the
@@ -61,7 +61,8 @@ def _affine_run(xs, ys, mu, inv, scale, bias, c0, step, has_scale, has_bias, exa
         _affine_loop(xs, ys, mu, inv, scale, bias, c0, step, has_scale, has_bias, exact, relu)
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False,
+      inline="always")
 def _affine_loop(xs, ys, mu, inv, scale, bias, c0, step, has_scale, has_bias, exact, relu):
     n = xs.size
     if step == 0 or not has_scale:
@@ -185,7 +186,8 @@ def _rows(x, scale, bias, y, st1, st2, cols, prm, stats, tasks):
 
 # The row's affine step is compiled without fast-math in both modes (as _affine_run): a
 # multiply-add is not fused, so a row has the general walk's bits.
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False, no_cpython_wrapper=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False,
+      no_cpython_wrapper=True)
 def _affine_row(xs, ys, mu, inv, scale, bias, exact):
     """ys = ((xs - mu) * inv) * scale + bias, NaN canonical when exact."""
     for k in range(ys.size):
@@ -193,7 +195,8 @@ def _affine_row(xs, ys, mu, inv, scale, bias, exact):
         ys[k] = np.nan if exact and v != v else v
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False, no_cpython_wrapper=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False,
+      no_cpython_wrapper=True)
 def _affine_row_in(ys, mu, inv, scale, bias, exact):
     """_affine_row with ys over xs: one array in the loop, which LLVM vectorises."""
     for k in range(ys.size):
@@ -220,7 +223,8 @@ def _planes(x, scale, bias, mean, var, y, channels, size, prm, tasks):
                    EXACT, RELU)
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False, no_cpython_wrapper=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False,
+      no_cpython_wrapper=True)
 def _plane(xs, ys, mu, inv, sc, bi, exact, relu):
     """ys = ((xs - mu) * inv) * sc + bi, then Relu's function (relu), NaN canonical when
     exact; without fast-math in both modes (as _affine_run)."""
@@ -231,7 +235,8 @@ def _plane(xs, ys, mu, inv, sc, bi, exact, relu):
         ys[k] = np.nan if exact and v != v else v
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False, no_cpython_wrapper=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False,
+      no_cpython_wrapper=True)
 def _plane_in(ys, mu, inv, sc, bi, exact, relu):
     """_plane with ys over xs: one array in the loop, which LLVM vectorises."""
     for k in range(ys.size):

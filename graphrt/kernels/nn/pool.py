@@ -139,7 +139,7 @@ def _pool(x, y, ind, g, lim, aux, planes, zero, p):
                             y[o] = v
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
 def _tap(acc, v, kind):
     """One tap of a window: max keeps the first largest (a NaN tap wins once and stays);
     average adds."""
@@ -148,7 +148,7 @@ def _tap(acc, v, kind):
     return acc + v
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
 def nan_free(x, s0, n):
     """No NaN among x[s0:s0 + n] (n >= 0)."""
     bad = 0

@@ -31,7 +31,7 @@ EXACT = False
 MAX_EXTENT = float(1 << 24)
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _cell(p, n, zero):
     """(i0, i1, weight of i1) of the two neighbours of sample position p (taken as 0 below
     0) on an axis of n elements; from the last element on both are the last, weight 0."""

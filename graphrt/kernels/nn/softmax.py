@@ -38,7 +38,7 @@ ROW = None
 _SUM, _SUM_EXP, _SUM_OWN_EXP = VALUES.run, EXP_DEVIATIONS.run, EXACT_EXP_DEVIATIONS.run
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False)
 def _row_max(x):
     m = x[0]
     for k in range(1, x.size):
@@ -48,7 +48,8 @@ def _row_max(x):
     return m
 
 
-@njit(cache=False, nogil=True, error_model="numpy", fastmath=set(FAST_MATH))   # see scalar_op
+@njit(cache=False, nogil=True, no_cfunc_wrapper=True, error_model="numpy",
+      fastmath=set(FAST_MATH))   # see scalar_op
 def _softmax_row(x, out):
     """Softmax of one row (x and out may be the same memory)."""
     m = _row_max(x)
@@ -65,7 +66,8 @@ def _softmax_row(x, out):
         out[k] = out[k] / s
 
 
-@njit(cache=False, nogil=True, error_model="numpy", fastmath=set(FAST_MATH))   # see scalar_op
+@njit(cache=False, nogil=True, no_cfunc_wrapper=True, error_model="numpy",
+      fastmath=set(FAST_MATH))   # see scalar_op
 def _log_softmax_row(x, out):
     m = _row_max(x)
     ls = np.log(_SUM_EXP(x, 0, x.size, m))
@@ -73,7 +75,7 @@ def _log_softmax_row(x, out):
         out[k] = (x[k] - m) - ls
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False)
 def _softmax_row_exact(x, out):
     m = _row_max(x)
     for k in range(x.size):
@@ -84,7 +86,7 @@ def _softmax_row_exact(x, out):
         out[k] = np.nan if v != v else v
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False)
 def _log_softmax_row_exact(x, out):
     m = _row_max(x)
     ls = _own_log(_SUM_OWN_EXP(x, 0, x.size, m))
@@ -93,7 +95,7 @@ def _log_softmax_row_exact(x, out):
         out[k] = np.nan if v != v else v
 
 
-@njit(cache=True, nogil=True, error_model="numpy", fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False)
 def _hardmax_row(x, out):
     best = x[0]
     at = 0

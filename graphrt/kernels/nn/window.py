@@ -157,7 +157,7 @@ def ceil_div(a, b):
     return -(-a // b)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
 def tap_of(r, kd_, kh_, kw_):
     """Row r of a column matrix as (channel, kd, kh, kw), kernel positions row-major."""
     kw = r % kw_
@@ -167,7 +167,7 @@ def tap_of(r, kd_, kh_, kw_):
     return q // kd_, q % kd_, kh, kw
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
 def phase_layout(g):
     """The stride-phase layout of a padded plane (see split_phases): the padded depth the
     windows reach, a phase's rows and columns, the phase count, and n = the span of the
@@ -178,7 +178,7 @@ def phase_layout(g):
     return dp, hq, wq, g[SH] * g[SW], (g[OH] - 1) * wq + g[OW]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
 def phase_taps(g, layout):
     """Where each window tap (kd, kh, kw), in row-major order, starts in split_phases'
     buffer for output (od, oh, ow) = (0, 0, 0); output (od, oh, ow) adds
@@ -254,7 +254,7 @@ def phase_rows(g, pstride=None) -> np.ndarray:
     return np.array(rows, dtype=np.int64).reshape(-1, 5)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _deal_row(xp, d0, d1, x, s0, n):
     """runs.deal_run out of line: inlined beside copy_run in copy_phases' loop, it made the
     whole split about 10 times slower, even for planes without a stride-2 row (576 planes
@@ -262,7 +262,7 @@ def _deal_row(xp, d0, d1, x, s0, n):
     deal_run(xp, d0, d1, x, s0, n)
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
 def copy_phases(xp, base, x, xo, rows):
     """The copies of phase_rows: the plane at x[xo] into the buffer at xp[base]."""
     for r in range(rows.shape[0]):
@@ -272,7 +272,7 @@ def copy_phases(xp, base, x, xo, rows):
             copy_run(xp, base + rows[r, 0], x, xo + rows[r, 1], rows[r, 2], rows[r, 3])
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
 def split_phases(xp, x, xo, rows, size, pad):
     """xp[:size] = the plane at x[xo] split by stride phase (phase_rows(g) made ``rows``),
     ``pad`` outside the input, so that window tap (kd, kh, kw) of output (od, oh, ow) is

@@ -61,7 +61,7 @@ def tap_table(g, k, kp) -> np.ndarray:
     return out
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def _row_start(g, x0, tap, od, oh):
     """Where a tap (a row of ``tap_table``)'s input row for output row (od, oh) starts in x
     (at its ow = 0 column), and its valid columns [lo, hi) (empty where that row is
@@ -73,7 +73,7 @@ def _row_start(g, x0, tap, od, oh):
     return x0 + tap[0] + (di * g[H] + hi_) * g[W] + tap[5], tap[3], tap[4]
 
 
-@njit(cache=True, nogil=True, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
 def _pairs(x, z, g, taps, x0, kp, r0, r1, ld, out):
     """out[q * ld + j] = the int32 word of micro_int's B pair of taps 2q, 2q + 1
     (``tap_table``) at output position r0 * OW + j, for the output rows r0 <= r < r1 (rows

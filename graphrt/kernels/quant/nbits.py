@@ -40,7 +40,7 @@ F32 = np.dtype(np.float32)
 NR = nr_of(4)                   # the micro-kernel's panel width for float32
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def _zero_point(zp, j, b, zrow, bits, default):
     if zp.size == 0:
         return default
@@ -48,7 +48,7 @@ def _zero_point(zp, j, b, zrow, bits, default):
     return np.float32((zp[j * zrow + b // per] >> ((b % per) * bits)) & ((1 << bits) - 1))
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def _zero_point4(zp, row, b):
     """The 4-bit zero point of block b of the column whose packed zero points start at
     zp[row] (8 without zero points)."""
@@ -58,7 +58,7 @@ def _zero_point4(zp, row, b):
                        np.int32(4 * (b & np.uint64(1)))) & 15)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def _decode(packed, scales, zp, j, b, geo, buf, step=1):
     """buf[t * step] = W[j, b * block + t] for the block's t < its length."""
     k, bits, block, blocks, blob, zrow = geo[0], geo[1], geo[2], geo[3], geo[4], geo[5]
@@ -74,7 +74,7 @@ def _decode(packed, scales, zp, j, b, geo, buf, step=1):
             buf[(u * per + e) * step] = (np.float32((v >> (e * bits)) & mask) - z) * s
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def _group_shift(block):
     """log2(block / 8): a group of eight values g lies in block g >> it."""
     shift = np.uint64(0)
@@ -83,7 +83,7 @@ def _group_shift(block):
     return shift
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def _column(packed, scales, zp, geo, j, buf):
     """buf[k] = W[j, k] for every k < K."""
     k, bits, blocks, block, blob = geo[0], geo[1], geo[3], geo[2], geo[4]
@@ -158,7 +158,7 @@ def _row(a, packed, words, scales, zp, geo, bias, out, work, columns):
         out[j] = acc + bias[j] if has_b else acc
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _panel(packed, scales, zp, geo, w, p, sz):
     """Panel p of _dequantize: whole 4-bit blocks a byte of every column at a time (the
     panel's rows written in order; ``sz``: room for each column's scale and zero point),
@@ -203,7 +203,7 @@ def _dequantize(packed, scales, zp, geo, w, work, panels):
         _panel(packed, scales, zp, geo, w, p, work[numba.get_thread_id()])
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _add_bias(out, m, n, bias):
     """out[i * n + j] += bias[j]."""
     for i in range(m):

@@ -64,7 +64,7 @@ _PRECISION = {1: F32, 10: F16, 11: F64, 16: BF16}
 _NATIVE = (_dt.INTEGERS | _dt.FLOATS) - {F16}       # the types numba computes in
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _saturate(v, lo, hi):
     """v clamped to [lo, hi]; NaN gives lo."""
     if not v >= lo:
@@ -72,7 +72,7 @@ def _saturate(v, lo, hi):
     return hi if v > hi else v
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _param_index(i, geo):
     """Index of the scale / zero point used by element i (see _Axis)."""
     inner = geo[0]
@@ -103,7 +103,7 @@ def _quantize(x, scale, zp, out, geo, lo, hi, fmt, to_int, has_zp, n):
         out[i] = _saturate(q, lo, hi) if to_int else q
 
 
-@njit(cache=True, nogil=True, fastmath=False, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, inline="always")
 def _dequantized(xv, s, zp, k, wide, has_zp, exact):
     """(x - zp[k]) * scale of one element (see the module docstring); zp is read only
     when has_zp."""
@@ -144,7 +144,7 @@ def _dequantize_any(x, scale, zp, out, geo, wide, has_zp, n):
         out[i] = _dequantized(x[i], scale[k], zp, k, wide, has_zp, EXACT)
 
 
-@njit(cache=True, nogil=True, fastmath=False, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, inline="always")
 def requantized(a, m, t, lo, hi):
     """saturate(rint(a * m + t)) of one int32 sum (m, t float64)."""
     return _saturate(np.rint(np.float64(a) * m + t), lo, hi)
@@ -378,13 +378,13 @@ class DequantizeLinear(_Linear):
             np.copyto(out, dst, casting="unsafe")
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def _order_key(bits):
     """An int32 that orders float32 bit patterns as their values order (-0 below +0)."""
     return bits ^ ((bits >> 31) & 0x7FFFFFFF)
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _dynamic_params(x, bits):
     """(scale, zero point) of DynamicQuantizeLinear as float32, NaN propagating; ``bits``:
     x viewed as int32. The range is taken over integer keys of the bits (_order_key), which
@@ -411,7 +411,7 @@ def _dynamic_params(x, bits):
     return scale, np.rint(_saturate(zp, np.float32(0), np.float32(255)))
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _quantize_8bit(x, scale, zp, lo, hi, out):
     """out = saturate(rint(x / scale) + zp) to [lo, hi] (8-bit), float32 x and scale, one
     scale: all in float32, the general kernel's result (rint of the float32 quotient is an
@@ -468,7 +468,7 @@ def shifted(ctx, x, zp, inner, count, dtype=I32):
     return out
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _add_run(acc, out, first):
     """out (+)= int32(acc): a run's integer-valued float32 sums into the int32 result."""
     for i in range(out.size):

@@ -34,7 +34,7 @@ from ..core.jit import Variants
 EXACT = False
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _scaled(u, s, b):
     return u * s + b
 

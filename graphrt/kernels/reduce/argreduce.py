@@ -27,7 +27,7 @@ MAX = True
 
 # Rows run in a helper rather than inline in the prange loop: numba's parallel loop
 # bodies turn these well-predicted branches on loop-carried values into slow code.
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _arg_rows(x, out, i0, i1, n, last, largest):
     """Rows i0..i1 of n elements."""
     for i in range(i0, i1):

@@ -56,7 +56,7 @@ _NO_WORK = np.empty((0, 0), np.float32)   # the cols walk's work for members tha
 
 # ----------------------------------------------------------------------------- shared helpers
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def offset_of(i, shape, strides, n):
     """Element offset of the C-order index ``i`` over the first ``n`` axes of ``shape``."""
     i = np.int64(i)     # a prange index may be unsigned, and uint64 // int64 is a float
@@ -209,7 +209,7 @@ def _cols(x, acc, aux, work, out, ident, n_, kshape, kstride, rshape, rstride, c
 # ----------------------------------------------------------------------------- scalar parts
 # fastmath=False: callees otherwise inherit their first caller's fast flags (see jit.py).
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _no_second(x, base, rshape, rstride, router, m, a):
     return a
 
@@ -221,12 +221,12 @@ def _exp_sum(x, base, rshape, rstride, router, m, a):
     return EXP_SET(x, base, rshape, rstride, router, m)
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _exp_deviation(v, m):
     return np.exp(v - m)
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _exact_exp_deviation(v, m):
     return XEXP(v - m)
 
@@ -238,52 +238,52 @@ _EXP_SECOND = Variants(_exp_sum, "reduce_exp_sum", EXP_SET=EXP_DEVIATIONS.set).g
 _EXACT_EXP_SECOND = Variants(_exp_sum, "reduce_exp_sum_x", EXP_SET=EXACT_EXP_DEVIATIONS.set).get(True)
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _same(v):
     return v
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _abs(v):
     return abs(v)
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _square(v):
     return v * v
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _add(a, v):
     return a + v
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _mul(a, v):
     return a * v
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _max(a, v):
     return v if v > a or v != v else a      # a NaN stays
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _min(a, v):
     return v if v < a or v != v else a
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _keep(a, n, m):
     return a
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _mean(a, n, m):
     return a / n
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _int_mean(a, n, m):
     """Truncated toward zero, as numpy's mean cast back to the integer type; 0 for n = 0."""
     if n == 0:
@@ -294,17 +294,17 @@ def _int_mean(a, n, m):
     return q
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _sqrt(a, n, m):
     return np.sqrt(a)
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _log(a, n, m):
     return XLOG(a) if EXACT else np.log(a)
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _log_sum_exp(a, n, m):
     """m + log(sum exp(x - m)); an infinite or NaN maximum is the result itself."""
     return m if m - m != 0 else m + (XLOG(a) if EXACT else np.log(a))

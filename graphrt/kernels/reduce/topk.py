@@ -26,7 +26,7 @@ from ..tensor.gather import normalize_axis
 EXACT = False
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _before(x, p, inner, i, j, largest):
     """Whether index i comes before index j (indices along the line at x[p::inner])."""
     a = x[p + i * inner]
@@ -40,7 +40,7 @@ def _before(x, p, inner, i, j, largest):
     return (a > b) == largest
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _sift(x, p, inner, ind, q, size, start, largest):
     """Restore the heap (worst at the root) of ind[q + h * inner], h < size, from h=start."""
     h = start

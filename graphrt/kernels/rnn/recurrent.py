@@ -74,7 +74,7 @@ _ACTIVATIONS = {
 }
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _act(code, alpha, beta, x):
     if code == 1:
         return np.tanh(x)
@@ -99,7 +99,7 @@ def _act(code, alpha, beta, x):
     return np.log1p(np.exp(x))
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _act_exact(code, alpha, beta, x):
     """_act with graphrt's own transcendental functions (exactmath): exact mode."""
     if code == 1:
@@ -506,7 +506,7 @@ class _Recurrent(OpKernel):
         return zeros
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _states(src, dst, dirs, batch, hs, layout, inward):
     """Copies between a state (direction, batch entry, hidden) ordered and the same values as
     an input or output is laid out ((batch entry, direction, hidden) for layout 1): inward,

@@ -74,7 +74,7 @@ _C128 = np.dtype(np.complex128)
 
 # ----------------------------------------------------------------------------- transforms
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _roots(n, count):
     """w[j] = exp(-2 pi i j / n), j < count."""
     w = np.empty(count, np.complex128)
@@ -84,7 +84,7 @@ def _roots(n, count):
     return w
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _chirp(n):
     """c[k] = exp(-pi i k^2 / n), with k^2 reduced modulo 2n first."""
     c = np.empty(n, np.complex128)
@@ -117,7 +117,7 @@ _ROOTS_EXACT = Variants(_roots_own, "dft_roots").get(True)
 _CHIRP_EXACT = Variants(_chirp_own, "dft_chirp").get(True)
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _fft_pow2(a, m, tw):
     """In-place forward DFT of a[:m], m a power of two, tw[j] = exp(-2 pi i j / m)."""
     j = 0
@@ -144,7 +144,7 @@ def _fft_pow2(a, m, tw):
         size <<= 1
 
 
-@njit(cache=True, nogil=True, fastmath=False, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy")
 def _dft_line(buf, aux, n, kind, tw, chirp, filt):
     """buf[:n] = its forward DFT; aux is scratch of the plan's size."""
     if kind == POW2:

@@ -71,7 +71,7 @@ def blocks(n: int):
     return parallel, block, -(-n // block)
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def nd_offset(idx, t, k, lim, xs):
     """Offset selected by the index tuple idx[t*k:(t+1)*k] (values checked to [-lim, lim))."""
     off = 0

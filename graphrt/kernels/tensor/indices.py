@@ -69,7 +69,7 @@ class NonZero(OpKernel):
             _NONZERO.get(False)(flat, mask, np.array(x.shape, np.int64), out.reshape(-1), count)
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _compare_rows(keys, m, a, b):
     """-1, 0, 1 as row a of ``keys`` (rows of m) sorts before, with or after row b: elements
     in order; NaN after every number and equal to NaN; -0.0 equal to 0.0."""

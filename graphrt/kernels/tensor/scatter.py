@@ -32,7 +32,7 @@ EXACT = False
 OP = None
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _replace(a, b):
     return b
 

@@ -32,7 +32,7 @@ _INTS = frozenset(np.dtype(t) for t in (np.int32, np.int64))
 _STRING = np.dtype(object)
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def find_sorted(keys, lo, hi, v):
     """Position of v in the sorted keys[lo:hi], or -1."""
     while lo < hi:
@@ -47,7 +47,7 @@ def find_sorted(keys, lo, hi, v):
     return -1
 
 
-@njit(cache=True, nogil=True, fastmath=False)
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def _token_ids(x, vocab, ids):
     for i in range(x.size):
         ids[i] = find_sorted(vocab, 0, vocab.size, x[i])

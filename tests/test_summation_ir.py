@@ -5,9 +5,12 @@ map, both float types, contiguous and strided runs, at lengths around the block 
 boundaries; and the numba-compiled template they stand for gives the same bits."""
 from __future__ import annotations
 
+import pickle
+
 import numpy as np
 import pytest
 from numba import njit
+from numba.core import serialize
 
 from graphrt.kernels.core import summation as S
 
@@ -59,3 +62,12 @@ def test_ir_run_sums_are_the_pairwise_order(kind):
             want = tree_sum(fn(x[1:1 + 3 * n:3], p).astype(dt))
             got = ir_strided(x, 1, n, 3, p)
             same(got, want, dt, n)
+
+
+@pytest.mark.parametrize("kind", sorted(MAPS))
+def test_kernels_pickled_for_the_helper_refer_to_the_ir_stubs(kind):
+    """A kernel sent to the helper process is pickled by value, its globals with it: the
+    stubs must be found by name (a copy would have no overload, and the helper's compile of
+    every kernel summing through one would fail)."""
+    for stub in (MAPS[kind][0].run, MAPS[kind][0].strided):
+        assert pickle.loads(serialize.dumps(stub)) is stub

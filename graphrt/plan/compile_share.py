@@ -80,7 +80,12 @@ class Sharing:
             threading.Thread(target=self._feed, daemon=True, name="graphrt-compile").start()
 
     def _feed(self) -> None:
+        from ..kernels.gemm import microkernel
         from .schedule_worker import CLIENT
+        # the helper compiles one kernel at a time: while it has a tile entry to compile
+        # (prefetch_tiles), claim nothing this process could compile meanwhile (ahead)
+        for done, _ in list(microkernel.PENDING.values()):
+            done.wait(300)
         while True:
             with self.lock:
                 if self.back <= self.front:
@@ -96,13 +101,14 @@ class Sharing:
             finally:
                 event.set()
 
-    def ahead(self) -> bool:
+    def ahead(self, greedy: bool = False) -> bool:
         """Compile the next kernel of this process's share now (before its step comes);
-        False when none is left. With the helper fed, at most as many as are left for it:
-        this process has its steps' own kernels to compile after (Python steps list none)."""
+        False when none is left. With the helper fed, at most as many as are left for it
+        (this process has its steps' own kernels to compile after: Python steps list none),
+        unless ``greedy`` (the helper is busy with a tile entry and claims nothing yet)."""
         with self.lock:
-            if self.front >= self.back or \
-                    (self.feeding and self.back - self.front <= self.taken_ahead):
+            if self.front >= self.back or (self.feeding and not greedy and
+                                           self.back - self.front <= self.taken_ahead):
                 return False
             k = self.front
             self.front += 1
@@ -183,8 +189,9 @@ def fill_tables(calls: list, sharing: Sharing | None) -> None:
     """Fill the GEMM tables still unfilled (microkernel.ready) before a run's first step
     makes ``calls``. Where the helper is compiling a table's entry (prefetch_tiles), this
     process compiles its own share of the run's kernels meanwhile (Sharing.ahead; all of
-    them when they are too few to share), then loads the entry: the plan no longer waits for
-    it, nor compiles it beside the helper."""
+    them when they are too few to share, and all it can while the helper has the entry to
+    compile: the helper claims none of them before), then loads the entry: the plan no
+    longer waits for it, nor compiles it beside the helper."""
     from ..kernels.gemm import microkernel
     tables = microkernel.unfilled()
     if not tables:
@@ -194,6 +201,6 @@ def fill_tables(calls: list, sharing: Sharing | None) -> None:
         sharing = Sharing(missing(calls), helper=False)
     for kt, helper in tables:
         if helper is not None:
-            while not helper.is_set() and sharing.ahead():
+            while not helper.is_set() and sharing.ahead(greedy=True):
                 pass
         microkernel.ready(kt)

@@ -226,6 +226,23 @@ def _keyed(enable_caching, options_of):
     return enable
 
 
+def _load_overload(self, sig, target_context):
+    """numba's Cache.load_overload without its refresh of the target context for functions
+    cached in graphrt's folders: that refresh imports and installs every lowering registry
+    numba has (linalg, random, typed containers, jitclass, ...: 0.25-0.4 s of a warm process's
+    first run), which loading compiled code does not use. Only the runtime it calls into is
+    made ready; a compile refreshes the context itself, as always."""
+    if getattr(self, "graphrt_settings", None) is None:
+        return _numba_load_overload(self, sig, target_context)
+    from numba.core.runtime import rtsys
+    rtsys.initialize(target_context)
+    with self._guard_against_spurious_io_errors():
+        return self._load_overload(sig, target_context)
+
+
+_numba_load_overload = caching.Cache.load_overload
+
+
 def install() -> None:
     """Put KernelLocator first in numba's list, the locked save and the settings-holding key
     in place (once)."""
@@ -235,6 +252,7 @@ def install() -> None:
         classes.insert(0, KernelLocator)
         caching.IndexDataCacheFile.save = _save
         caching.Cache._index_key = _index_key
+        caching.Cache.load_overload = _load_overload
         dispatcher.Dispatcher.enable_caching = _keyed(
             dispatcher.Dispatcher.enable_caching, lambda d: d.targetoptions)
         ccallback.CFunc.enable_caching = _keyed(

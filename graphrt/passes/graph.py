@@ -57,13 +57,11 @@ class PassGraph:
         that an earlier rewrite removed or replaced is skipped."""
         seen = set()
         while True:
-            current = {id(n) for n in self.g.nodes}
             node = next((n for n in self.g.nodes if id(n) not in seen), None)
             if node is None:
                 return
             seen.add(id(node))
-            if id(node) in current:
-                yield node
+            yield node
 
     def is_output(self, vid: int) -> bool:
         return vid in self.g.output_ids

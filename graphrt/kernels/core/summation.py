@@ -290,13 +290,36 @@ class _Ops:
         return self.b.fmul(a, c, flags=_EXACT)
 
     def fabs(self, a):
+        width = "f32" if a.type == ir.FloatType() else "f64"
         fn = cgutils.get_or_insert_function(self.b.module, ir.FunctionType(a.type, [a.type]),
-                                            f"llvm.fabs.{'f32' if a.type == ir.FloatType() else 'f64'}")
+                                            f"llvm.fabs.{width}")
         return self.b.call(fn, [a])
 
 
 def _const(v):
     return ir.Constant(_I64, v)
+
+
+def _loop(b, name: str, start: list, test, step) -> list:
+    """A loop at the builder's position carrying the values ``start``: while ``test(values)``
+    (an i1), ``step(values)`` writes the body (any blocks) and gives the next values. The
+    builder is left after the loop; returns the values it ended with."""
+    fn = b.function
+    head, body, end = (fn.append_basic_block(f"{name}_{part}") for part in ("head", "body", "end"))
+    before = b.block
+    b.branch(head)
+    b.position_at_end(head)
+    values = [b.phi(v.type) for v in start]
+    for phi, v in zip(values, start):
+        phi.add_incoming(v, before)
+    b.cbranch(test(values), body, end)
+    b.position_at_end(body)
+    following = step(values)
+    for phi, v in zip(values, following):
+        phi.add_incoming(v, b.block)
+    b.branch(head)
+    b.position_at_end(end)
+    return values
 
 
 def _define(module, map_ir, kind: str, vt, strided: bool):
@@ -311,158 +334,92 @@ def _define(module, map_ir, kind: str, vt, strided: bool):
     v, n, step, p = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     o = _Ops(b)
+    stack = cgutils.alloca_once(b, vt, size=DEPTH)
+    lanes = cgutils.alloca_once(b, vt, size=LANES)
+
+    def at(ptr, i):
+        return b.gep(ptr, [i])
 
     def value(blk, i):
         """MAP of element i (an i64 value) of the block at ``blk``."""
-        at = b.mul(i, step) if strided else i
-        return map_ir(o, b.load(b.gep(blk, [at])), p)
+        return map_ir(o, b.load(at(blk, b.mul(i, step) if strided else i)), p)
 
-    stack = cgutils.alloca_once(b, vt, size=DEPTH)
-    lanes = cgutils.alloca_once(b, vt, size=LANES)
-    entry = b.block
-    head = fn.append_basic_block("head")
-    body = fn.append_basic_block("body")
-    done = fn.append_basic_block("done")
-    b.branch(head)
+    def lane_sums(blk, m):
+        """m >= 8: eight lanes, then the tail's values added to lanes 0 .. m % 8 - 1."""
+        for j in range(LANES):
+            b.store(value(blk, _const(j)), at(lanes, _const(j)))
 
-    b.position_at_end(head)
-    k0 = b.phi(_I64)
-    top = b.phi(_I64)
-    count = b.phi(_I64)
-    k0.add_incoming(_const(0), entry)
-    top.add_incoming(_const(0), entry)
-    count.add_incoming(_const(0), entry)
-    b.cbranch(b.icmp_signed("<", k0, n), body, done)
+        def add(base, j):
+            b.store(o.add(b.load(at(lanes, _const(j))), value(blk, b.add(base, _const(j)))),
+                    at(lanes, _const(j)))
 
-    # one block: m values from element k0
-    b.position_at_end(body)
-    rest = b.sub(n, k0)
-    m = b.select(b.icmp_signed("<", rest, _const(BLOCK)), rest, _const(BLOCK))
-    blk = b.gep(v, [b.mul(k0, step)] if strided else [k0])
-    small = fn.append_basic_block("small")
-    wide = fn.append_basic_block("wide")
-    join = fn.append_basic_block("join")
-    b.cbranch(b.icmp_signed("<", m, _const(LANES)), small, wide)
+        def step8(r):
+            base = b.shl(r[0], _const(3))
+            for j in range(LANES):
+                add(base, j)
+            return [b.add(r[0], _const(1))]
 
-    # m < 8: left to right
-    b.position_at_end(small)
-    first = value(blk, _const(0))
-    s_head = fn.append_basic_block("small_head")
-    s_body = fn.append_basic_block("small_body")
-    s_end = fn.append_basic_block("small_end")
-    b.branch(s_head)
-    b.position_at_end(s_head)
-    i = b.phi(_I64)
-    s = b.phi(vt)
-    i.add_incoming(_const(1), small)
-    s.add_incoming(first, small)
-    b.cbranch(b.icmp_signed("<", i, m), s_body, s_end)
-    b.position_at_end(s_body)
-    s.add_incoming(o.add(s, value(blk, i)), s_body)
-    i.add_incoming(b.add(i, _const(1)), s_body)
-    b.branch(s_head)
-    b.position_at_end(s_end)
-    b.branch(join)
+        q = b.lshr(m, _const(3))
+        _loop(b, "wide", [_const(1)], lambda r: b.icmp_signed("<", r[0], q), step8)
+        base = b.shl(q, _const(3))
+        t = b.sub(m, base)
+        tail_end = fn.append_basic_block("tail_end")
+        for j in range(LANES - 1):
+            add_j = fn.append_basic_block(f"tail_{j}")
+            b.cbranch(b.icmp_signed("<", _const(j), t), add_j, tail_end)
+            b.position_at_end(add_j)
+            add(base, j)
+        b.branch(tail_end)
+        b.position_at_end(tail_end)
+        ls = [b.load(at(lanes, _const(j))) for j in range(LANES)]
+        return o.add(o.add(o.add(ls[0], ls[1]), o.add(ls[2], ls[3])),
+                     o.add(o.add(ls[4], ls[5]), o.add(ls[6], ls[7])))
 
-    # m >= 8: eight lanes, then the tail's values added to lanes 0 .. m % 8 - 1
-    def lane(j):
-        return b.gep(lanes, [_const(j)])
+    def block(state):
+        """One block (m values from element k0) summed and pushed on the binary counter,
+        merged once per trailing zero bit of the block count."""
+        k0, top, count = state
+        rest = b.sub(n, k0)
+        m = b.select(b.icmp_signed("<", rest, _const(BLOCK)), rest, _const(BLOCK))
+        blk = b.gep(v, [b.mul(k0, step)] if strided else [k0])
+        short = b.icmp_signed("<", m, _const(LANES))
+        with b.if_else(short) as (then, otherwise):
+            with then:      # m < 8: left to right
+                _, s_short = _loop(b, "short", [_const(1), value(blk, _const(0))],
+                                   lambda c: b.icmp_signed("<", c[0], m),
+                                   lambda c: [b.add(c[0], _const(1)),
+                                              o.add(c[1], value(blk, c[0]))])
+                short_end = b.block
+            with otherwise:
+                s_wide = lane_sums(blk, m)
+                wide_end = b.block
+        s = b.phi(vt)
+        s.add_incoming(s_short, short_end)
+        s.add_incoming(s_wide, wide_end)
+        b.store(s, at(stack, top))
+        count = b.add(count, _const(1))
 
-    b.position_at_end(wide)
-    for j in range(LANES):
-        b.store(value(blk, _const(j)), lane(j))
-    q = b.lshr(m, _const(3))
-    w_head = fn.append_basic_block("wide_head")
-    w_body = fn.append_basic_block("wide_body")
-    tail = fn.append_basic_block("tail")
-    b.branch(w_head)
-    b.position_at_end(w_head)
-    r = b.phi(_I64)
-    r.add_incoming(_const(1), wide)
-    b.cbranch(b.icmp_signed("<", r, q), w_body, tail)
-    b.position_at_end(w_body)
-    base = b.shl(r, _const(3))
-    for j in range(LANES):
-        b.store(o.add(b.load(lane(j)), value(blk, b.add(base, _const(j)))), lane(j))
-    r.add_incoming(b.add(r, _const(1)), w_body)
-    b.branch(w_head)
-    b.position_at_end(tail)
-    base = b.shl(q, _const(3))
-    t = b.sub(m, base)
-    w_end = fn.append_basic_block("wide_end")
-    for j in range(LANES - 1):
-        add = fn.append_basic_block(f"tail_{j}")
-        nxt = fn.append_basic_block(f"tail_next_{j}")
-        b.cbranch(b.icmp_signed("<", _const(j), t), add, w_end)
-        b.position_at_end(add)
-        b.store(o.add(b.load(lane(j)), value(blk, b.add(base, _const(j)))), lane(j))
-        b.branch(nxt)
-        b.position_at_end(nxt)
-    b.branch(w_end)
-    b.position_at_end(w_end)
-    ls = [b.load(lane(j)) for j in range(LANES)]
-    s_wide = o.add(o.add(o.add(ls[0], ls[1]), o.add(ls[2], ls[3])),
-                   o.add(o.add(ls[4], ls[5]), o.add(ls[6], ls[7])))
-    b.branch(join)
+        def merge(c):
+            older, newer = at(stack, b.sub(c[0], _const(2))), at(stack, b.sub(c[0], _const(1)))
+            b.store(o.add(b.load(older), b.load(newer)), older)
+            return [b.sub(c[0], _const(1)), b.lshr(c[1], _const(1))]
 
-    # the binary counter: push the block sum, merge once per trailing zero bit of the count
-    b.position_at_end(join)
-    sb = b.phi(vt)
-    sb.add_incoming(s, s_end)
-    sb.add_incoming(s_wide, w_end)
-    count1 = b.add(count, _const(1))
-    b.store(sb, b.gep(stack, [top]))
-    top1 = b.add(top, _const(1))
-    p_head = fn.append_basic_block("push_head")
-    p_body = fn.append_basic_block("push_body")
-    p_end = fn.append_basic_block("push_end")
-    b.branch(p_head)
-    b.position_at_end(p_head)
-    tp = b.phi(_I64)
-    bits = b.phi(_I64)
-    tp.add_incoming(top1, join)
-    bits.add_incoming(count1, join)
-    even = b.icmp_unsigned("==", b.and_(bits, _const(1)), _const(0))
-    b.cbranch(even, p_body, p_end)
-    b.position_at_end(p_body)
-    older = b.gep(stack, [b.sub(tp, _const(2))])
-    newer = b.gep(stack, [b.sub(tp, _const(1))])
-    b.store(o.add(b.load(older), b.load(newer)), older)
-    tp.add_incoming(b.sub(tp, _const(1)), p_body)
-    bits.add_incoming(b.lshr(bits, _const(1)), p_body)
-    b.branch(p_head)
-    b.position_at_end(p_end)
-    k0.add_incoming(b.add(k0, _const(BLOCK)), p_end)
-    top.add_incoming(tp, p_end)
-    count.add_incoming(count1, p_end)
-    b.branch(head)
+        top, _ = _loop(b, "push", [b.add(top, _const(1)), count],
+                       lambda c: b.icmp_unsigned("==", b.and_(c[1], _const(1)), _const(0)),
+                       merge)
+        return [b.add(k0, _const(BLOCK)), top, count]
+
+    _, top, _ = _loop(b, "blocks", [_const(0), _const(0), _const(0)],
+                      lambda state: b.icmp_signed("<", state[0], n), block)
 
     # p_0 + (p_1 + (... + p_top-1)); 0 for no value
-    b.position_at_end(done)
-    empty = fn.append_basic_block("empty")
-    fold = fn.append_basic_block("fold")
-    b.cbranch(b.icmp_signed("==", top, _const(0)), empty, fold)
-    b.position_at_end(empty)
-    b.ret(ir.Constant(vt, 0.0))
-    b.position_at_end(fold)
-    last = b.load(b.gep(stack, [b.sub(top, _const(1))]))
-    before = b.sub(top, _const(2))
-    f_head = fn.append_basic_block("fold_head")
-    f_body = fn.append_basic_block("fold_body")
-    f_end = fn.append_basic_block("fold_end")
-    b.branch(f_head)
-    b.position_at_end(f_head)
-    k = b.phi(_I64)
-    acc = b.phi(vt)
-    k.add_incoming(before, fold)
-    acc.add_incoming(last, fold)
-    b.cbranch(b.icmp_signed(">=", k, _const(0)), f_body, f_end)
-    b.position_at_end(f_body)
-    acc.add_incoming(o.add(b.load(b.gep(stack, [k])), acc), f_body)
-    k.add_incoming(b.sub(k, _const(1)), f_body)
-    b.branch(f_head)
-    b.position_at_end(f_end)
-    b.ret(acc)
+    with b.if_then(b.icmp_signed("==", top, _const(0))):
+        b.ret(ir.Constant(vt, 0.0))
+    last = b.load(at(stack, b.sub(top, _const(1))))
+    _, total = _loop(b, "fold", [b.sub(top, _const(2)), last],
+                     lambda c: b.icmp_signed(">=", c[0], _const(0)),
+                     lambda c: [b.sub(c[0], _const(1)), o.add(b.load(at(stack, c[0])), c[1])])
+    b.ret(total)
     return fn
 
 

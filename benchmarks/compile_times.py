@@ -71,7 +71,9 @@ REASONS = (
     ("recurrent.gru_step", "the gate activations, rnn_apply and the few-rows product "
                            "linked in"),
     ("softmax.softmax", "the row maximum, exp and the blocked sum linked in"),
-    ("conv.conv_depthwise", "3x3 and 5x5 tap chains unrolled beside the general tap loop"),
+    ("conv.conv_depthwise", "the phase split (split_phases, copy_phases) compiled as its "
+                            "callees and linked in beside the tap chains (nine taps a pass "
+                            "for 3x3 windows, else five)"),
     ("conv.conv_split_planes", "the phase split (split_phases, copy_phases) compiled as its "
                                "callees and linked in"),
     ("reduce.reduce_", "the blocked pairwise sum over a set of runs (its set and run "

@@ -37,12 +37,13 @@ from ..gemm.product import PARALLEL_WORK, Product
 from .normalization import channel_affine
 from .window import (C, D, DD, DH, DW, H, KD, KH, KW, OD, OH, OW, PD, PH, PW, SD, SH, SW, W,
                      Window, ceil_div, check_float, check_rank, geometry, layout_of, phase_layout,
-                     phase_rows, phase_taps, phase_work, split_phases, tap_of, taps_of)
+                     phase_rows, phase_work, split_phases, tap_of, taps_of)
 
 EXACT = False
 BIAS = True
 RELU = False
 AFFINE = False
+NINE = False        # the depthwise kernel's path for 3 x 3 windows (bound per family)
 
 COL_BYTES = 1 << 25         # im2col scratch per chunk of images (at least one image)
 
@@ -141,7 +142,7 @@ def _conv_tiles(x, w, y, g, images, groups, mg, kk, pb, mb, tasks, cols, work, k
                                    y, zero, zero, zero, kt))
 
 
-def _depthwise(x, w, y, g, planes, mg, kk, rows, work):
+def _depthwise(x, w, y, g, planes, mg, kk, rows, taps, work):
     """Conv with one input channel per group (depthwise, any multiplier mg): plane t =
     (image, output channel m) reads input channel m // mg. Each output element is the
     micro-kernel's chain over the kernel taps in row-major order (fast: one FMA a step;
@@ -150,11 +151,14 @@ def _depthwise(x, w, y, g, planes, mg, kk, rows, work):
     as in the GEMM path). The plane is split by stride phase into a zero-bordered buffer (split_phases), so every
     tap is one unit-stride pass over the whole output plane (output (oh, ow) at oh * wq + ow;
     the columns past ow_ are dropped), with unsigned indices (see runs.py): passes that
-    vectorise. ``work``: per-thread scratch rows of phase_work elements."""
+    vectorise. ``taps``: where each tap starts (window.taps_of, made with the plan: compiled
+    here, phase_taps cost 0.4 s); ``work``: per-thread scratch rows of phase_work elements.
+    NINE (bound per
+    family, chosen when the plan is made): windows of nine taps in one pass, else five taps a
+    pass and then one; each element's chain is the same either way."""
     od_, oh_, ow_ = g[OD], g[OH], g[OW]
     dp, hq, wq, nph, n = phase_layout(g)
     size = dp * nph * hq * wq
-    taps = phase_taps(g, (dp, hq, wq, nph, n))
     m_all = g[C] * mg
     p_ = od_ * oh_ * ow_
     for t in prange(planes):
@@ -169,7 +173,7 @@ def _depthwise(x, w, y, g, planes, mg, kk, rows, work):
         for od in range(od_):
             zero_run(acc, 0, n)
             d0 = od * g[SD] * nph * hq * wq
-            if kk == 9:
+            if NINE:
                 # 3 x 3 windows: the nine steps of an element in registers, one pass
                 z = acc[0]
                 w0, w1, w2, w3, w4 = w[wo], w[wo + 1], w[wo + 2], w[wo + 3], w[wo + 4]
@@ -249,7 +253,10 @@ def _im2col(xp, col, g, rows, ps, taps):
 
 
 DEPTHWISE = Variants(_depthwise, "conv_depthwise", parallel=True, MK=microkernel.SOURCE_TAG,
-                     COPY=copy_run, ZERO=zero_run, SPLIT=split_phases, TAPS=phase_taps)
+                     COPY=copy_run, ZERO=zero_run, SPLIT=split_phases)
+DEPTHWISE_NINE = Variants(_depthwise, "conv_depthwise_3x3", parallel=True,
+                          MK=microkernel.SOURCE_TAG, COPY=copy_run, ZERO=zero_run,
+                          SPLIT=split_phases, NINE=True)
 DEPTHWISE_ROWS = True       # False: depthwise convs take the GEMM path (tests compare the two)
 IMPLICIT = True             # False: 2-d convs unfold a column matrix (tests compare the two)
 CONV_TILES = Variants(_conv_tiles, "conv_tiles", parallel=True, MK=microkernel.SOURCE_TAG,
@@ -448,7 +455,8 @@ class Conv(GroupedConv):
         if DEPTHWISE_ROWS and cg == 1 and g > 1 and p.gemm.tiles is not None \
                 and p.gemm.tiles.own \
                 and n * m * out_size > 0:
-            p.depthwise = DEPTHWISE.get(ctx.exact, n * m * out_size * k >= PARALLEL_MIN)
+            family = DEPTHWISE_NINE if math.prod(p.geo[KD:KW + 1]) == 9 else DEPTHWISE
+            p.depthwise = family.get(ctx.exact, n * m * out_size * k >= PARALLEL_MIN)
             ensure_layer()      # numba.get_thread_id needs the threading layer running
         elif not ctx.exact and not p.direct and p.gemm.tiles is not None and p.gemm.tiles.own \
                 and p.col_size * p.wdt.itemsize > WHOLE_COL_BYTES and n * m > 0:
@@ -493,7 +501,8 @@ class Conv(GroupedConv):
         if p.depthwise is not None:
             work = buffer(p.wdt, (numba.config.NUMBA_NUM_THREADS, p.phases[2]))
             calls.append((p.depthwise, (x, w, y, p.geo, p.n * p.m, p.m // g,
-                                        math.prod(p.geo[KD:KW + 1]), p.phases[3], work)))
+                                        math.prod(p.geo[KD:KW + 1]), p.phases[3], p.phases[1],
+                                        work)))
             finish(y, b, p.n)
             return calls
         if p.tiles is not None:

@@ -82,6 +82,16 @@ class KernelLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator
     def get_cache_path(self):
         return self._cache_path
 
+    ensured: set = set()        # folders ensure_cache_path has made and written in
+
+    def ensure_cache_path(self):
+        """numba's check (the folder made, a temporary file written and removed in it), once
+        per folder and process: it ran for every kernel function made, some 250 when a
+        BERT's session is created. (_save makes the folder again if it has gone since.)"""
+        if self._cache_path not in KernelLocator.ensured:
+            super().ensure_cache_path()
+            KernelLocator.ensured.add(self._cache_path)
+
     @classmethod
     def from_function(cls, py_func, py_file):
         path = os.path.abspath(py_file)
@@ -128,6 +138,7 @@ def _save(self, key, data):
     (an unused number, or the key's own), then the index re-read and merged."""
     if self._cache_path not in KernelLocator.folders:
         return _numba_save(self, key, data)
+    os.makedirs(self._cache_path, exist_ok=True)
     with _locked(self._index_path + ".lock"):
         overloads = self._load_index()
         name = overloads.get(key)
@@ -281,6 +292,7 @@ def info() -> dict:
 def clear() -> list[str]:
     """Remove the kernel and schedule folders; the folders removed."""
     gone = []
+    KernelLocator.ensured.clear()
     for folder in (kernels_dir(), schedules_dir()):
         if os.path.isdir(folder):
             shutil.rmtree(folder)

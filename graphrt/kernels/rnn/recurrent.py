@@ -31,6 +31,8 @@ NaN results canonically. float16 and bfloat16 are computed in float32.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from numba import njit, prange
 
@@ -47,6 +49,10 @@ from ..math import exactmath, vecmath
 EXACT = False
 ACT = TANH = SIGMOID = None
 GATES = 1
+# bound per family, chosen when the plan is made (each a path of its own, so that a model
+# compiles the loops of its own node only): LSTM's peepholes and coupled input and forget
+# gates (input_forget), GRU's linear_before_reset
+PEEPHOLES = COUPLED = LBR = False
 # work per step from which a step's product runs in parallel: a recurrence launches one
 # parallel region per step, and below this size the launches cost more than they save
 STEP_PARALLEL = 1 << 22
@@ -165,7 +171,7 @@ def _steps(x, wt, xw, rt, hr, hn, b, p, lens, y, h, c, rh, geo, s0, s1, phase, c
     dirs = geo[3]
     xt, xb = geo[4], geo[5]
     yt, yd, yb = geo[6], geo[7], geo[8]
-    has_p, lbr, coupled, reverse = geo[9] != 0, geo[10] != 0, geo[11] != 0, geo[12] != 0
+    reverse = geo[12] != 0
     seq = geo[0]
     isz = geo[13]
     g = GATES * hs
@@ -186,7 +192,7 @@ def _steps(x, wt, xw, rt, hr, hn, b, p, lens, y, h, c, rh, geo, s0, s1, phase, c
             if wt.size:
                 _matvec(x, (t * xt + e * xb) * isz, isz, wt, d * isz * g, g, g, xw, xo)
             if fused:
-                _matvec(h, so, hs, rt, ro, g, g if GATES != 3 or lbr else 2 * hs, hr, go)
+                _matvec(h, so, hs, rt, ro, g, g if GATES != 3 or LBR else 2 * hs, hr, go)
             if GATES == 1:
                 for j in range(hs):
                     hr[go + j] = xw[xo + j] + b[bo + j] + b[bo + g + j] + hr[go + j]
@@ -197,13 +203,13 @@ def _steps(x, wt, xw, rt, hr, hn, b, p, lens, y, h, c, rh, geo, s0, s1, phase, c
                     for j in range(2 * hs):
                         hr[go + j] = xw[xo + j] + b[bo + j] + b[bo + g + j] + hr[go + j]
                     _apply(f1, a1, b1, clip, hr, go, go + 2 * hs)
-                    if not lbr:
+                    if not LBR:
                         for j in range(hs):
                             rh[so + j] = hr[go + hs + j] * h[so + j]
                         if not fused:
                             continue        # the caller makes (r * h) Rn^T, then phase 1
                         _matvec(rh, so, hs, rt, ro + 2 * hs, g, hs, hn, so)
-                if lbr:                     # n's pre-activation where h Rn^T was
+                if LBR:                     # n's pre-activation where h Rn^T was
                     n, no = hr, go + 2 * hs
                     for j in range(hs):
                         wn = xw[xo + 2 * hs + j] + b[bo + 2 * hs + j]
@@ -222,12 +228,12 @@ def _steps(x, wt, xw, rt, hr, hn, b, p, lens, y, h, c, rh, geo, s0, s1, phase, c
                 po = d * 3 * hs
                 for j in range(g):
                     hr[go + j] = xw[xo + j] + b[bo + j] + b[bo + g + j] + hr[go + j]
-                if has_p:
+                if PEEPHOLES:
                     for j in range(hs):
                         hr[go + j] = hr[go + j] + p[po + j] * c[so + j]
                         hr[go + 2 * hs + j] = hr[go + 2 * hs + j] + p[po + 2 * hs + j] * c[so + j]
                 _apply(f1, a1, b1, clip, hr, go, go + hs)
-                if coupled:
+                if COUPLED:
                     for j in range(hs):
                         hr[go + 2 * hs + j] = 1 - hr[go + j]
                 else:
@@ -237,7 +243,7 @@ def _steps(x, wt, xw, rt, hr, hn, b, p, lens, y, h, c, rh, geo, s0, s1, phase, c
                     cc = hr[go + 2 * hs + j] * c[so + j] + hr[go + j] * hr[go + 3 * hs + j]
                     c[so + j] = cc
                     hr[go + 3 * hs + j] = cc        # for h(c) below
-                if has_p:
+                if PEEPHOLES:
                     for j in range(hs):
                         hr[go + hs + j] = hr[go + hs + j] + p[po + hs + j] * c[so + j]
                 _apply(f1, a1, b1, clip, hr, go + hs, go + 2 * hs)
@@ -262,14 +268,20 @@ _APPLY = {generic: exactmath.FastExact(
     for generic, suffix in ((False, ""), (True, "_generic"))}
 
 
-def _variants(name: str, gates: int) -> dict:
-    """The step kernels of one recurrence, by GENERIC."""
-    return {generic: exactmath.FastExact(
-        Variants(_steps, name + suffix, parallel=True, GATES=gates, _matvec=_MATVEC.get(False),
-                 _apply=_APPLY[generic].get(False)),
-        Variants(_steps, name + "_exact" + suffix, parallel=True, GATES=gates,
-                 _matvec=_MATVEC.get(True), _apply=_APPLY[generic].get(True)))
-        for generic, suffix in ((False, ""), (True, "_generic"))}
+def _variants(name: str, gates: int):
+    """The step kernels of one recurrence: a function of (GENERIC, PEEPHOLES, COUPLED, LBR)
+    giving the fast and exact families of that path (made once, when a plan first asks)."""
+    @functools.lru_cache(maxsize=None)
+    def family(generic: bool, peepholes: bool, coupled: bool, lbr: bool):
+        suffix = "".join(tag for on, tag in ((generic, "_generic"), (peepholes, "_peep"),
+                                             (coupled, "_coupled"), (lbr, "_lbr")) if on)
+        paths = dict(GATES=gates, PEEPHOLES=peepholes, COUPLED=coupled, LBR=lbr)
+        return exactmath.FastExact(
+            Variants(_steps, name + suffix, parallel=True, _matvec=_MATVEC.get(False),
+                     _apply=_APPLY[generic].get(False), **paths),
+            Variants(_steps, name + "_exact" + suffix, parallel=True,
+                     _matvec=_MATVEC.get(True), _apply=_APPLY[generic].get(True), **paths))
+    return family
 
 
 _RNN = _variants("rnn_step", 1)
@@ -380,7 +392,10 @@ class _Recurrent(OpKernel):
         fused = batch <= FUSED_BATCH or hs * gh <= FUSED_WEIGHTS
         parallel = tasks > 1 and (seq * gh * hs >= FUSED_PARALLEL if fused
                                   else tasks * gh >= STEP_PARALLEL >> 6)
-        fn = self.VARIANTS[self.generic].get(ctx.exact, parallel)
+        lstm, gru = self.GATES == 4, self.GATES == 3
+        fn = type(self).VARIANTS(self.generic, bool(geo[9]) and lstm,
+                                 bool(self.coupled) and lstm,
+                                 bool(self.lbr) and gru).get(ctx.exact, parallel)
         r = ctx.value(2)        # R^T once per plan when R is a constant
         rt = None if r is None else \
             np.ascontiguousarray(r.transpose(0, 2, 1), dtype=work).reshape(-1)

@@ -9,7 +9,8 @@ computed by one task, so the result does not depend on the thread count.
 - LogSoftmax: y_k = (x_k - m) - log s.
 - Hardmax: y_k = 1 at the first maximum (the first NaN, as numpy's argmax), 0 elsewhere.
 
-Softmax and LogSoftmax use libm's exp and log in fast mode; their exact variants use
+Softmax and LogSoftmax use vecmath's exp and libm's log in fast mode (the exponentials
+written to the output, then summed); their exact variants use
 graphrt's own (exactmath), in this order: d_k = x_k - m in the element type, e_k = exp(d_k)
 rounded to the element type, s = the sum of the e_k in the blocked pairwise order of
 core/summation.py (element-type accumulator; both modes),
@@ -31,11 +32,11 @@ from ..core.jit import FAST_MATH, Variants
 from ..core.summation import VALUES
 from ..math.exactmath import FastExact, exp as _own_exp, log as _own_log
 from ..math.vecmath import vexp
-from ..reduce.reduce import EXACT_EXP_DEVIATIONS, EXP_DEVIATIONS
+from ..reduce.reduce import EXACT_EXP_DEVIATIONS
 
 EXACT = False
 ROW = None
-_SUM, _SUM_EXP, _SUM_OWN_EXP = VALUES.run, EXP_DEVIATIONS.run, EXACT_EXP_DEVIATIONS.run
+_SUM, _SUM_OWN_EXP = VALUES.run, EXACT_EXP_DEVIATIONS.run
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False)
@@ -69,8 +70,12 @@ def _softmax_row(x, out):
 @njit(cache=False, nogil=True, no_cfunc_wrapper=True, error_model="numpy",
       fastmath=set(FAST_MATH))   # see scalar_op
 def _log_softmax_row(x, out):
+    """LogSoftmax of one row; x and out are distinct (LogSoftmax takes no input's storage):
+    out holds the exponentials while they are summed, as Softmax's do."""
     m = _row_max(x)
-    ls = np.log(_SUM_EXP(x, 0, x.size, m))
+    for k in range(x.size):
+        out[k] = vexp(x[k] - m)
+    ls = np.log(_SUM(out, 0, out.size, m))
     for k in range(x.size):
         out[k] = (x[k] - m) - ls
 
@@ -180,6 +185,7 @@ class Softmax(OpKernel):
 
 
 class LogSoftmax(Softmax):
+    in_place_input = False      # (its row reads x after writing the exponentials to out)
     VARIANTS = _LOG_SOFTMAX
 
 

@@ -87,7 +87,8 @@ def step(exact, x, y, acc):
     return fma(x, y, acc)
 
 
-@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, no_cpython_wrapper=True,
+      error_model="numpy")
 def _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, exact):
     """The few-rows case with B's columns contiguous in k (B transposed, e.g. a Gemm with
     transB over one input row): eight columns at a time, each its own FMA chain over k
@@ -139,7 +140,8 @@ def _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, 
                     out[oo + i * ldo + j] = s0
 
 
-@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, no_cpython_wrapper=True,
+      error_model="numpy")
 def few_rows(a, ao, a_si, a_sk, b, bo, b_sk, out, oo, ldo, rows, cols, kk, exact):
     """The few-rows case with B's rows contiguous (b_sj = 1: a k-major B): for each row of
     A, all its columns' chains advance together over k ascending -- the micro-kernel's
@@ -363,7 +365,9 @@ def _micro_at(kt, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at, btab, pc, c
 
 
 # named by SOURCE_TAG: they call micro_ir's kernels, whose edits numba's cache would not see
-_block = njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")(
+# (this and the two above are called by address or from compiled code only: no Python wrapper)
+_block = njit(cache=True, nogil=True, no_cfunc_wrapper=True, no_cpython_wrapper=True,
+             error_model="numpy")(
     rebind(_block_template, f"block_{SOURCE_TAG}", {}))
 
 

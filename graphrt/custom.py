@@ -8,7 +8,7 @@ An operator is an :class:`OpKernel` subclass (``infer`` states the output types 
     from numba import njit
     import graphrt
 
-    @njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+    @njit(cache=True, nogil=True)
     def _swish(x, beta, out):
         for i in range(x.size):
             out[i] = x[i] / (1.0 + np.exp(-beta * x[i]))

@@ -176,6 +176,14 @@ def rebind(template, qualname: str, consts: dict):
     return fn
 
 
+def file_tag(path: str) -> str:
+    """The sha1 of a file's bytes (hex): a module's SOURCE_TAG, naming the kernels that call
+    its intrinsics or overloads or load its generated code, which numba's cache does not
+    follow to their source."""
+    with open(path, "rb") as f:
+        return hashlib.sha1(f.read()).hexdigest()
+
+
 def _hash_of(consts: dict, template=None) -> str:
     """A short hash of the template's and the bound helpers' source and of the njit functions
     they call (by global name, recursively), so editing any of them renames the variants

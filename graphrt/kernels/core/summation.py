@@ -30,8 +30,6 @@ docs/exact-mode.md, "Summation").
 """
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 from llvmlite import ir
 from numba import carray, njit, types
@@ -39,7 +37,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, overload
 
 from .broadcast import row_offset
-from .jit import _hash_of, rebind
+from .jit import _hash_of, file_tag, rebind
 
 BLOCK = 64
 LANES = 8
@@ -48,8 +46,7 @@ DEPTH = 64      # partial sums a binary counter can hold: far above log2 of any 
 MAP = None      # rebound per summer
 RUN_SUM = None
 
-with open(__file__, "rb") as _f:
-    SOURCE_TAG = hashlib.sha1(_f.read()).hexdigest()[:12]
+SOURCE_TAG = file_tag(__file__)[:12]
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, no_cpython_wrapper=True)

@@ -21,7 +21,6 @@ cache like the float micro-kernels (micro_ir.py), and called through its address
 """
 from __future__ import annotations
 
-import hashlib
 import threading
 
 import llvmlite.binding as llb
@@ -30,7 +29,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-from ..core.jit import Variants
+from ..core.jit import Variants, file_tag
 from .micro_ir import VBYTES, call_codegen, compiled_object, counted_loop, loaded, once
 
 I16, I32, I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
@@ -43,8 +42,7 @@ _PMADD = {16: "llvm.x86.sse2.pmadd.wd", 32: "llvm.x86.avx2.pmadd.wd",
           64: "llvm.x86.avx512.pmaddw.d.512"}
 AVAILABLE = llb.get_process_triple().startswith("x86_64") and VBYTES in _PMADD
 
-with open(__file__, "rb") as _f:
-    SOURCE_TAG = hashlib.sha1(_f.read()).hexdigest()
+SOURCE_TAG = file_tag(__file__)
 
 
 def _signature() -> ir.FunctionType:

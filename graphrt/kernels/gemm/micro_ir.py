@@ -32,6 +32,7 @@ from numba import njit, types
 from numba.extending import intrinsic
 
 from ...cache import kernels_dir
+from ..core.jit import file_tag
 
 
 def _vector_bytes() -> int:
@@ -66,8 +67,7 @@ I64 = ir.IntType(64)
 I32 = ir.IntType(32)
 
 # The cached object code is named by this file's content (the generator) and the target.
-with open(__file__, "rb") as _f:
-    SOURCE_TAG = hashlib.sha1(_f.read()).hexdigest()
+SOURCE_TAG = file_tag(__file__)
 
 
 @njit(nogil=True, inline="always")

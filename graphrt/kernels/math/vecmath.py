@@ -28,7 +28,6 @@ values: see tests/ops/math/test_vecmath.py (at most 1 ulp of float32).
 """
 from __future__ import annotations
 
-import hashlib
 import math
 
 import numpy as np
@@ -36,6 +35,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic, overload
+
+from ..core.jit import file_tag
 
 _F64 = ir.DoubleType()
 _I64 = ir.IntType(64)
@@ -238,7 +239,6 @@ for _stub, _other in _OTHER.items():
 
 # jit.Variants cannot follow an overload to its source: kernels calling a stub are named by
 # this file's hash instead, so an edit here renames them in numba's cache
-with open(__file__, "rb") as _f:
-    SOURCE_TAG = hashlib.sha1(_f.read()).hexdigest()[:12]
+SOURCE_TAG = file_tag(__file__)[:12]
 for _stub in _OTHER:
     _stub.hashed_with = (SOURCE_TAG,)

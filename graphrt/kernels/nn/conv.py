@@ -153,9 +153,8 @@ def _depthwise(x, w, y, g, planes, mg, kk, rows, taps, work):
     the columns past ow_ are dropped), with unsigned indices (see runs.py): passes that
     vectorise. ``taps``: where each tap starts (window.taps_of, made with the plan: compiled
     here, phase_taps cost 0.4 s); ``work``: per-thread scratch rows of phase_work elements.
-    NINE (bound per
-    family, chosen when the plan is made): windows of nine taps in one pass, else five taps a
-    pass and then one; each element's chain is the same either way."""
+    NINE (bound per family, chosen when the plan is made): windows of nine taps in one pass,
+    else five taps a pass and then one; each element's chain is the same either way."""
     od_, oh_, ow_ = g[OD], g[OH], g[OW]
     dp, hq, wq, nph, n = phase_layout(g)
     size = dp * nph * hq * wq
@@ -252,11 +251,11 @@ def _im2col(xp, col, g, rows, ps, taps):
                          base + (od * g[SD] * nph * hq + oh) * wq, ow_, 1)
 
 
-DEPTHWISE = Variants(_depthwise, "conv_depthwise", parallel=True, MK=microkernel.SOURCE_TAG,
-                     COPY=copy_run, ZERO=zero_run, SPLIT=split_phases)
-DEPTHWISE_NINE = Variants(_depthwise, "conv_depthwise_3x3", parallel=True,
-                          MK=microkernel.SOURCE_TAG, COPY=copy_run, ZERO=zero_run,
-                          SPLIT=split_phases, NINE=True)
+# by NINE: windows of nine taps or any other
+DEPTHWISE = {nine: Variants(_depthwise, "conv_depthwise" + ("_3x3" if nine else ""),
+                            parallel=True, MK=microkernel.SOURCE_TAG, COPY=copy_run,
+                            ZERO=zero_run, SPLIT=split_phases, NINE=nine)
+             for nine in (False, True)}
 DEPTHWISE_ROWS = True       # False: depthwise convs take the GEMM path (tests compare the two)
 IMPLICIT = True             # False: 2-d convs unfold a column matrix (tests compare the two)
 CONV_TILES = Variants(_conv_tiles, "conv_tiles", parallel=True, MK=microkernel.SOURCE_TAG,
@@ -455,8 +454,7 @@ class Conv(GroupedConv):
         if DEPTHWISE_ROWS and cg == 1 and g > 1 and p.gemm.tiles is not None \
                 and p.gemm.tiles.own \
                 and n * m * out_size > 0:
-            family = DEPTHWISE_NINE if math.prod(p.geo[KD:KW + 1]) == 9 else DEPTHWISE
-            p.depthwise = family.get(ctx.exact, n * m * out_size * k >= PARALLEL_MIN)
+            p.depthwise = DEPTHWISE[k == 9].get(ctx.exact, n * m * out_size * k >= PARALLEL_MIN)
             ensure_layer()      # numba.get_thread_id needs the threading layer running
         elif not ctx.exact and not p.direct and p.gemm.tiles is not None and p.gemm.tiles.own \
                 and p.col_size * p.wdt.itemsize > WHOLE_COL_BYTES and n * m > 0:

@@ -162,8 +162,8 @@ def _steps(x, wt, xw, rt, hr, hn, b, p, lens, y, h, c, rh, geo, s0, s1, phase, c
     with one task per (d, e); else hr (and hn) were made by a product over all tasks before
     this call of one step. x W^T is in xw, or made here from x and wt = W^T, (dirs, input
     size, G * hidden), when wt is not empty. geo: [seq, batch, hidden, dirs, x row stride
-    over t, over b, y strides (t, d, b), has_p, linear_before_reset, input_forget, reverse,
-    input size]. GRU without
+    over t, over b, y strides (t, d, b), reverse, input size] (peepholes, coupled gates and
+    linear_before_reset are the family's PEEPHOLES, COUPLED and LBR). GRU without
     linear_before_reset runs in two phases: 0 computes z and r (kept in hr) and r * h (into
     rh), 1 the rest; fused, both in one step."""
     batch = geo[1]
@@ -171,9 +171,9 @@ def _steps(x, wt, xw, rt, hr, hn, b, p, lens, y, h, c, rh, geo, s0, s1, phase, c
     dirs = geo[3]
     xt, xb = geo[4], geo[5]
     yt, yd, yb = geo[6], geo[7], geo[8]
-    reverse = geo[12] != 0
+    reverse = geo[9] != 0
     seq = geo[0]
-    isz = geo[13]
+    isz = geo[10]
     g = GATES * hs
     for task in prange(tasks):
         d = task // batch
@@ -376,8 +376,7 @@ class _Recurrent(OpKernel):
         else:
             xt, xb = batch, 1
             yt, yd, yb = dirs * batch * hs, batch * hs, hs
-        geo = [seq, batch, hs, dirs, xt, xb, yt, yd, yb, int(ctx.has_input(7)), self.lbr,
-               self.coupled, int(self.direction != "forward"), isz]
+        geo = [seq, batch, hs, dirs, xt, xb, yt, yd, yb, int(self.direction != "forward"), isz]
         tasks = dirs * batch
         # h R^T for every task: A = the (d, e)-ordered state, B = R^T, which run makes once
         # as a (dirs, hidden, G * hidden) array so each step's product reads rows
@@ -393,7 +392,7 @@ class _Recurrent(OpKernel):
         parallel = tasks > 1 and (seq * gh * hs >= FUSED_PARALLEL if fused
                                   else tasks * gh >= STEP_PARALLEL >> 6)
         lstm, gru = self.GATES == 4, self.GATES == 3
-        fn = type(self).VARIANTS(self.generic, bool(geo[9]) and lstm,
+        fn = type(self).VARIANTS(self.generic, ctx.has_input(7) and lstm,
                                  bool(self.coupled) and lstm,
                                  bool(self.lbr) and gru).get(ctx.exact, parallel)
         r = ctx.value(2)        # R^T once per plan when R is a constant

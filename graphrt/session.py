@@ -84,10 +84,9 @@ class Session:
         return self._plans.builds
 
     def wait_for_schedules(self, timeout: float | None = None) -> bool:
-        """Wait until no cached plan is still compiling its jitted schedule (a plan starts on
-        its second run, in the background; docs/architecture.md) or, after a cold first
-        run, the parallel kernels its next plan takes (plan/warm.py). True when none is
-        left compiling, False when ``timeout`` seconds passed first."""
+        """Wait until, after a cold first run, the parallel kernels its next plan takes are
+        compiled (plan/warm.py; nothing is compiled per plan). True when none is left
+        compiling, False when ``timeout`` seconds passed first."""
         return self._plans.wait_for_schedules(timeout)
 
     # -- running -----------------------------------------------------------------------

@@ -72,16 +72,8 @@ class ExecutionPlan:
         self.slab_size = slab_size
         self.freed_after = freed_after
         self.in_place = in_place
-        self.runs = 0                   # step-by-step runs so far (the second compiles jit)
-        # the jitted schedule (plan/jitsched.py): whether it was started, the thread having
-        # it compiled and the compiled Job waiting to be loaded (while there are), then the
-        # Schedule (None when nothing was worth compiling) or why it failed
-        self.jit_started = False
-        self.jit_thread = None
-        self.jit_job = None
-        self.jit = None
-        self.jit_error: str | None = None
-        self.provisional = False        # serial kernels until warmed (plan/warm.py): no jit
+        self.runs = 0                   # step-by-step runs so far (the first compiles)
+        self.provisional = False        # serial kernels until warmed (plan/warm.py)
         self.cold_first = False         # its first run found kernels to compile
         self.dynamic_ids = [o for st in steps if st.dynamic for o in st.node.outputs if o >= 0]
         self.dynamic_ids += [v for v in graph.input_ids if facts[v].kind == DYNAMIC]

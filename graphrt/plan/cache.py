@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Callable
 from .. import packed
 from ..kernels.core import jit
 from ..threads import PLAN_THREADS, serial_planning, thread_count_calls
-from . import jitsched, warm
+from . import warm
 from .build import ExecutionPlan, build_plan
 from .execute import execute, release_dynamic
 from .state import DEFAULT_ARENA_LIMIT, RunState, StatePool
@@ -192,16 +192,14 @@ class PlanCache:
         return HeldRuns(self, keep)
 
     def wait_for_schedules(self, timeout: float | None = None) -> bool:
-        """Wait until no cached plan is still compiling its jitted schedule, or the
-        parallel kernels of a provisional plan that has run (plan/warm.py: the next run
-        plans with them); False when ``timeout`` seconds passed first."""
+        """Wait until the parallel kernels of every provisional plan that has run are
+        compiled (plan/warm.py: the next run plans with them); False when ``timeout``
+        seconds passed first."""
         end = None if timeout is None else time.monotonic() + timeout
         for _key, entry in self._entries:
             p = entry.provisional
             if p is not None and p.started and \
                     not p.done.wait(None if end is None else max(0.0, end - time.monotonic())):
-                return False
-            if not jitsched.wait(entry.plan, None if end is None else end - time.monotonic()):
                 return False
         return True
 

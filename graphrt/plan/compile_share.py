@@ -31,7 +31,7 @@ import numpy as np
 from numba.core.dispatcher import Dispatcher
 
 from ..threads import available
-from .jitsched import _in_cache, pickled_kernel
+from .schedule_worker import in_cache, pickled_kernel
 
 MIN_SHARED = 3
 
@@ -53,7 +53,7 @@ def missing(calls: list) -> list:
             except ValueError:          # (an argument numba cannot type: the call says so)
                 continue
             key = (id(fn), sig)
-            if key in seen or sig in fn.overloads or _in_cache(fn, sig):
+            if key in seen or sig in fn.overloads or in_cache(fn, sig):
                 continue
             seen.add(key)
             found.append((i, fn, sig))

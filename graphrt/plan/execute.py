@@ -1,22 +1,16 @@
 """Running a plan with one run state: stage inputs, walk the steps, hand out outputs."""
 from __future__ import annotations
 
-import os
 from time import perf_counter
 
 import numpy as np
 
 from ..errors import ErrorKind, SessionError
 from ..kernels.core.base import InferContext, RunContext
-from . import compile_share, jitsched
+from . import compile_share
 from .build import DYNAMIC, ExecutionPlan, infer_kernel, kernel_failure, run_kernel
 from .program import Program, step_calls_of
 from .state import RunState
-
-
-def jit_schedule_enabled() -> bool:
-    """GRAPHRT_JIT_SCHEDULE=0 keeps plans made from then on on the step-by-step loop."""
-    return os.environ.get("GRAPHRT_JIT_SCHEDULE", "1") != "0"
 
 
 def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
@@ -37,7 +31,7 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
     """``execute`` with the inputs already in ``state.values`` (a loop body's next
     iteration, subgraph.Iterations): the state's program (plan/program.py), by the plain
     loop, or by the checked one for a run with a cancel token, timings or poisoning and for
-    a plan's first two runs."""
+    a plan's first run."""
     state.arena.reset()
     program = state.program
     sharing = None
@@ -50,27 +44,15 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
         compile_share.fill_tables(calls, sharing)   # (before any of the calls runs)
         state.calls = calls
         program = state.program = Program(plan, calls)
-    if plan.jit_job is not None:
-        jitsched.poll(plan)             # compiled by the helper process: load it now
-    if cancel is None and timings is None and not poison and \
-            (plan.jit is not None or plan.runs >= 2):
-        _run(plan, state, program.scheduled(plan, state), program.jit)
+    if cancel is None and timings is None and not poison and plan.runs >= 1:
+        _run(plan, state, program.scheduled(plan, state))
         return
     _run_checked(plan, state, program.by_steps, cancel, poison, timings, sharing)
     plan.runs += 1
-    if plan.runs <= 2 and jit_schedule_enabled() and not plan.provisional:
-        if plan.runs == 1:
-            if plan.cold_first:
-                # its schedule is likely to be compiled too (else the second run loads it
-                # in this process: no helper started beside runs 2-30 for nothing)
-                jitsched.warm_up()
-        else:
-            jitsched.start_compile(plan, state)     # a reused plan: compile its schedule
 
 
-def _run(plan: ExecutionPlan, state: RunState, program: list, jit) -> None:
-    """The plain loop: each instruction of ``program`` (with the segments of ``jit``) in
-    turn."""
+def _run(plan: ExecutionPlan, state: RunState, program: list) -> None:
+    """The plain loop: each instruction of ``program`` in turn."""
     values, slab, contexts, arena = state.values, state.slab, state.contexts, state.arena
     steps = plan.steps
     exact = plan.graph.exact
@@ -86,7 +68,7 @@ def _run(plan: ExecutionPlan, state: RunState, program: list, jit) -> None:
     except SessionError:
         raise
     except Exception as e:  # (compiled calls do not raise; this is a bug)
-        raise _failure(plan, i, e, jit) from e
+        raise kernel_failure(plan.steps[i].node, e) from e
 
 
 def _run_checked(plan: ExecutionPlan, state: RunState, program: list, cancel, poison: bool,
@@ -130,25 +112,12 @@ def _run_checked(plan: ExecutionPlan, state: RunState, program: list, cancel, po
     except SessionError:
         raise
     except Exception as e:  # (compiled calls do not raise; this is a bug)
-        raise _failure(plan, i, e, None) from e
+        raise kernel_failure(plan.steps[i].node, e) from e
     finally:
         if cancel is not None:
             for ctx in contexts:
                 if ctx is not None:
                     ctx.cancel = None
-
-
-def _failure(plan: ExecutionPlan, i: int, e: Exception, jit) -> SessionError:
-    """The SessionError for an exception that is not one, raised by an instruction at step
-    i: a kernel's, or the segment of ``jit`` starting there."""
-    steps = plan.steps
-    segment = next((g for g in jit.segments if g.start == i), None) if jit else None
-    if segment is None:
-        return kernel_failure(steps[i].node, e)
-    first, last = steps[i].node.info, steps[segment.stop - 1].node.info
-    return SessionError(ErrorKind.UNSUPPORTED,
-                        f"the compiled steps {first.name!r} to {last.name!r} failed: "
-                        f"{type(e).__name__}: {e}".splitlines()[0], first.name)
 
 
 def _run_python(st, ctx, arena) -> None:

@@ -1,25 +1,31 @@
 """A run state's program: its run as one flat list of instructions.
 
 An instruction is ``(fn, args, step)``:
-- a compiled call, ``fn(*args)``: one of a step's jit_calls (OpKernel.jit_calls: a numba
-  dispatcher, or after ENTRY_AFTER runs the entry point it would pick), or a segment of the
-  plan's jitted schedule (plan/jitsched.py) standing for its steps ``step`` .. its stop;
+- a block of compiled calls, ``fn()`` (a ``Block``, ``args`` empty): consecutive calls of
+  one or more steps, made by the interpreter of kernels/core/trampolines.py in one call from
+  Python -- every call a trampoline can make (a compiled overload that returns nothing, its
+  arrays C-contiguous); ``step`` is its first step;
+- a compiled call, ``fn(*args)``: one of a step's jit_calls (OpKernel.jit_calls) that no
+  trampoline can make (a value numba boxes, such as a tuple), through the entry point numba
+  would pick (``entry``);
 - a Python step, ``(None, None, step)``: a static step whose kernel needs Python (its run),
   or a dynamic step (inferred and run with this run's arrays).
 Static views and steps whose calls are none have no instruction.
 
-A state has two forms of its program, made from one function (``instructions``): by steps
-(every step's own calls), which the checked loop runs -- with a cancel token, a profile's
-timings, poisoning, and a plan's first runs -- and scheduled (the segments in place of their
-steps, entry points after a few runs), which the plain loop runs. The loops are in
-plan/execute.py.
+A state has two forms of its program: by steps (every step's own calls through numba's
+dispatchers), which the checked loop runs -- with a profile's timings, poisoning, and at a
+plan's first run, whose calls compile the kernels -- and blocked (``blocked``), which the
+plain loop runs from the second run on. Both are made from each step's calls, once per state;
+nothing is compiled for a plan. The loops are in plan/execute.py.
 """
 from __future__ import annotations
 
+import numpy as np
+
+from ..errors import ErrorKind, SessionError
+from ..kernels.core import trampolines
 from ..kernels.core.base import step_calls
 from .build import ExecutionPlan, kernel_failure
-
-ENTRY_AFTER = 8     # runs of a state's scheduled form before its calls go to entry points
 
 
 def step_calls_of(plan: ExecutionPlan, state) -> list:
@@ -37,68 +43,105 @@ def step_calls_of(plan: ExecutionPlan, state) -> list:
     return calls
 
 
-def instructions(plan: ExecutionPlan, calls: list, jit=None, consts=None) -> list:
-    """The run as instructions, each step's ``calls`` (step_calls_of), the segments of
-    ``jit`` (with this state's ``consts``) in place of their steps."""
-    segments = {} if jit is None else {g.start: (k, g) for k, g in enumerate(jit.segments)}
+def by_steps(plan: ExecutionPlan, calls: list) -> list:
+    """The run as instructions, each step's ``calls`` (step_calls_of) as themselves."""
     out = []
-    steps = plan.steps
-    i = 0
-    while i < len(steps):
-        if i in segments:
-            k, g = segments[i]
-            # (a segment keeps its dispatcher: typing its tuples of slab views to find the
-            # entry point cost more than the calls would save, t5_encoder 8 ms a state)
-            out.append((g.fn, (*consts[k][:3], *g.data), i))   # (not what it holds)
-            i = g.stop
-            continue
-        st = steps[i]
+    for i, st in enumerate(plan.steps):
         if st.view:
             pass
         elif st.dynamic or calls[i] is None:
             out.append((None, None, i))
         else:
             out += [(fn, args, i) for fn, args in calls[i]]
-        i += 1
     return out
+
+
+def blocked(plan: ExecutionPlan, calls: list, flag: np.ndarray) -> list:
+    """The run as instructions with each run of consecutive calls a trampoline can make as
+    one Block (reading the cancel flag ``flag``), the other calls through entry points."""
+    out = []
+    pending: list = []          # (step, fn, args, argtypes) of the block being gathered
+
+    def close():
+        if pending:
+            out.append((Block(plan, pending, flag), (), pending[0][0]))
+            pending.clear()
+
+    for i, st in enumerate(plan.steps):
+        if st.view:
+            continue
+        if st.dynamic or calls[i] is None:
+            close()
+            out.append((None, None, i))
+            continue
+        for fn, args in calls[i]:
+            sig = trampolines.signature(fn, args)
+            if sig is None:
+                close()
+                out.append((entry(fn, args), args, i))
+            else:
+                pending.append((i, fn, args, sig))
+    close()
+    return out
+
+
+class Block:
+    """Consecutive compiled calls (of steps ``steps``) made by ``trampolines.run_calls`` in
+    one call from Python; calling the block makes them. A call that raises is made again
+    from Python, so that the SessionError names its step and carries the kernel's message;
+    a set cancel flag stops the block before its next call."""
+
+    __slots__ = ("prog", "row", "flag", "n", "steps", "calls", "nodes", "_run")
+
+    def __init__(self, plan: ExecutionPlan, pending: list, flag: np.ndarray):
+        addresses = trampolines.trampolines([sig for *_, sig in pending])
+        prog, row = [], []
+        for (_i, fn, args, sig), tramp in zip(pending, addresses):
+            prog += [tramp, trampolines.target(fn, sig), len(row)]
+            row += trampolines.row_of(args)
+        self.prog = np.array(prog, dtype=np.int64)
+        self.row = np.array(row + [0], dtype=np.int64)
+        self.flag = flag
+        self.n = len(pending)
+        self.steps = [i for i, *_ in pending]
+        self.calls = [(fn, args) for _i, fn, args, _sig in pending]  # (keeps the arrays alive)
+        self.nodes = [plan.steps[i].node for i in self.steps]
+        self._run = trampolines.interpreter()
+
+    def __call__(self) -> None:
+        k = self._run(self.prog, self.row, self.flag, 0, self.n)
+        if k >= 0:
+            self.failed(k)
+
+    def failed(self, k: int):
+        node = self.nodes[k]
+        if self.flag[0]:
+            raise SessionError(ErrorKind.CANCELLED, "the run was cancelled", node.info.name)
+        fn, args = self.calls[k]
+        try:
+            fn(*args)
+        except SessionError:
+            raise
+        except Exception as e:
+            raise kernel_failure(node, e) from e
+        raise SessionError(ErrorKind.UNSUPPORTED, f"{node.info.op_type} failed in a block of "
+                           f"compiled calls and not when called alone", node.info.name)
 
 
 class Program:
     """A run state's program in its two forms (the module docstring): ``by_steps``, and
-    ``plain``, the scheduled form as the plain loop last ran it (None before)."""
+    ``plain``, the blocked form (made at the state's first run after the plan's first)."""
 
-    __slots__ = ("by_steps", "jit", "plain", "_countdown")
+    __slots__ = ("by_steps", "plain")
 
     def __init__(self, plan: ExecutionPlan, calls: list):
-        self.by_steps = instructions(plan, calls)
-        self.jit = None
+        self.by_steps = by_steps(plan, calls)
         self.plain = None
-        self._countdown = 0
 
     def scheduled(self, plan: ExecutionPlan, state) -> list:
-        """The scheduled form for the plan's current schedule (remade when it changes);
-        after ENTRY_AFTER runs of it, its calls go to entry points (``with_entries``)."""
-        jit = plan.jit
-        if self.plain is None or self.jit is not jit:
-            self.plain = self.by_steps if jit is None else \
-                instructions(plan, state.calls, jit, jit.consts(state))
-            self.jit = jit
-            self._countdown = ENTRY_AFTER
-        elif self._countdown:
-            self._countdown -= 1
-            if not self._countdown:
-                self.plain = with_entries(self.plain, jit)
+        if self.plain is None:
+            self.plain = blocked(plan, state.calls, state.flag)
         return self.plain
-
-
-def with_entries(program: list, jit) -> list:
-    """``program`` with each step call's dispatcher (not a segment's: those sit at their
-    first step) replaced by its entry point (``entry``). Done after a few runs of the state,
-    not when the program is made: typing every argument takes milliseconds on a large plan
-    (bert, 150 calls), which runs 2-5 would pay."""
-    starts = set() if jit is None else {g.start for g in jit.segments}
-    return [(fn if fn is None or i in starts else entry(fn, args), args, i)
-            for fn, args, i in program]
 
 
 def entry(fn, args):

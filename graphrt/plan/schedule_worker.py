@@ -1,19 +1,18 @@
-"""A helper process that compiles jitted schedules into numba's on-disk cache.
+"""A helper process that compiles kernels into graphrt's on-disk kernel cache.
 
 numba's compiler is Python code: compiled on a thread of the process that runs the model, it
-takes the interpreter lock from every run of that process, and the runs right after a new
-input shape were up to 30 times slower than the steady state. So a plan's missing schedule
-modules are compiled here, in one long-lived child process per parent, and the parent only
-loads the finished code from the cache (jitsched.Job.load), which takes milliseconds.
+takes the interpreter lock from every run of that process. So kernels a cold first run needs
+(compile_share.py), the parallel forms of a provisional plan (warm.py) and the GEMM tile
+entries are compiled here too, in one long-lived child process per parent, and the parent
+loads the finished code from the cache, which takes milliseconds.
 
 Protocol, over the child's stdin and a duplicate of its stdout (its own stdout and stderr
 are redirected, so nothing numba prints can break a message): each message is a 64-bit
 little-endian length and a pickle. A request is ``(env, items)``: the cache variables of the
-parent (so the child caches kernels where the parent does), then per schedule module
-``(path, kernels, signature)`` with ``kernels`` pickled by numba's serializer (functions by
-value, so the child needs no name to find a generated kernel variant), or per kernel
-``(kernel, signature)``, a kernel a plan's first run needs (plan/compile_share.py), which the
-child compiles into graphrt's kernel cache, or ``{"tile": (dtype name, exact)}``, the GEMM
+parent (so the child caches kernels where the parent does), then per kernel
+``(kernel, signature)``, the kernel pickled by numba's serializer (functions by value, so the
+child needs no name to find a generated kernel variant), which the child compiles into
+graphrt's kernel cache, or ``{"tile": (dtype name, exact)}``, the GEMM
 tile entry of that type and mode. The reply is one entry per item: None, or the
 compile error's text. The child exits when its stdin closes or after
 IDLE_EXIT seconds without a request; the parent starts a new one when it next needs one.
@@ -28,11 +27,37 @@ import struct
 import subprocess
 import sys
 import threading
+import weakref
 
 from numba.core.caching import NullCache
 
 IDLE_EXIT = 120.0
-CACHE_ENV = ("GRAPHRT_CACHE_DIR", "GRAPHRT_SCHEDULE_DIR", "NUMBA_CACHE_DIR", "XDG_CACHE_HOME")
+CACHE_ENV = ("GRAPHRT_CACHE_DIR", "NUMBA_CACHE_DIR", "XDG_CACHE_HOME")
+
+
+def in_cache(fn, sig) -> bool:
+    """Whether numba's on-disk cache holds ``fn`` for ``sig`` (its index names it)."""
+    cache = getattr(fn, "_cache", None)
+    try:
+        key = cache._index_key(sig, fn.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except Exception:       # (no cache, an unreadable index: a miss)
+        return False
+
+
+_BLOBS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def pickled_kernel(disp) -> bytes:
+    """A dispatcher for the helper process, pickled by value (numba's serializer) once per
+    process: a cold first run's shared compiles (compile_share) and the warming of parallel
+    forms reuse it (pickling walks the bytecode: about 7 ms for a recurrence's step
+    kernel)."""
+    blob = _BLOBS.get(disp)
+    if blob is None:
+        from numba.core import serialize
+        blob = _BLOBS[disp] = serialize.dumps(disp)
+    return blob
 
 
 class Unavailable(RuntimeError):
@@ -160,7 +185,6 @@ def _serve() -> None:
     replies = os.dup(1)
     os.dup2(2, 1)                       # print() and numba's warnings: not into the replies
     import graphrt  # noqa: F401  (graphrt's kernel cache locator and typing rules, as in the parent)
-    from . import jitsched
     requests = sys.stdin.fileno()
     while True:
         ready, _, _ = select.select([requests], [], [], IDLE_EXIT)
@@ -185,14 +209,10 @@ def _serve() -> None:
                     microkernel.kernels(np.dtype(dtype), exact)
                     out.append(None)
                     continue
-                if len(item) == 2:          # a kernel: compiled into the kernel cache
-                    blob, sig = item
-                    fn = pickle.loads(blob)
-                    if isinstance(fn._cache, NullCache):
-                        fn.enable_caching()
-                else:
-                    path, blob, sig = item
-                    fn = jitsched.load_module(path, jitsched.unpickled(blob))
+                blob, sig = item            # a kernel: compiled into the kernel cache
+                fn = pickle.loads(blob)
+                if isinstance(fn._cache, NullCache):
+                    fn.enable_caching()
                 fn.compile(sig)
                 out.append(None)
             except Exception as e:

@@ -38,7 +38,7 @@ class RunState:
                 values[st.node.outputs[0]] = values[st.node.inputs[0]].reshape(
                     plan.facts[st.node.outputs[0]].shape)
         self.values = values
-        self.jit_consts = None          # the jitted schedule's constant tuples (jitsched)
+        self.flag = np.zeros(1, dtype=np.int64)     # its blocks stop when set (cancel)
         self.calls = None               # each step's jit_calls, made at the first run
         self.program = None             # the run as instructions (plan/program.py), made at its first run
         self.memo: dict = {}            # what callers derive from this state (its buffers)

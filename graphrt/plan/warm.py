@@ -85,14 +85,14 @@ class Provisional:
         threading.Thread(target=self._compile, daemon=True, name="graphrt-warm").start()
 
     def _compile(self) -> None:
-        from .jitsched import _in_cache, pickled_kernel
+        from .schedule_worker import in_cache, pickled_kernel
         from .schedule_worker import CLIENT
         try:
             for alternatives, exact in list(self.asked):
                 for variants in alternatives:
                     par, ser = variants.forms(exact)
                     for sig in list(ser.signatures):
-                        if sig in par.overloads or _in_cache(par, sig):
+                        if sig in par.overloads or in_cache(par, sig):
                             continue
                         try:
                             CLIENT.compile([(pickled_kernel(par), sig)])

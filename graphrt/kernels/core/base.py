@@ -71,9 +71,9 @@ class OpKernel:
     def jit_calls(self, ctx: "RunContext"):
         """[(dispatcher, args), ...] when ``run(ctx)`` is exactly those calls in order --
         compiled functions, no Python work around them, no exception, no memory taken from
-        the run's arena -- so that the plan's jitted schedule may make the calls itself
-        (plan/jitsched.py), and a step outside the segments may make them instead of
-        ``run`` (plan/execute.py); an empty list when the run does nothing; None (the
+        the run's arena -- so that the run makes the calls itself, most of them in blocks
+        by one interpreter (plan/program.py, core/trampolines.py), instead of calling
+        ``run``; an empty list when the run does nothing; None (the
         default) when the run needs Python. The calls are made once per run state and
         replayed by whichever thread runs it next, so a buffer they hold must belong to the
         run state (``ctx.held``, see core/held.py), never to a thread. Derive ``run`` and this

@@ -484,7 +484,7 @@ def _stubs(name: str, map_ir, run_fn, strided_fn):
         # file's hash and the template's, so an edit renames them in numba's cache
         stub.hashed_with = (SOURCE_TAG, fallback)
         # found by name in this module: a kernel pickled for the helper process
-        # (jitsched.pickled_kernel) then refers to it, overload and all, not to a copy
+        # (schedule_worker.pickled_kernel) then refers to it, overload and all, not to a copy
         globals()[stub.__name__] = stub
     return run, strided
 

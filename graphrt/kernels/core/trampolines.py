@@ -1,0 +1,230 @@
+"""Every compiled kernel call through one signature, and one interpreter that makes lists of
+such calls.
+
+A numba overload takes its arguments as numba's calling convention flattens them, so two
+kernels with different argument types cannot be called through one kind of pointer. A
+*trampoline* bridges that: for one list of argument types, a few lines of LLVM IR
+
+    int32 trampoline(int64 target, int64* row)
+
+rebuild the arguments from the int64 vector ``row`` -- an array as its address and then its
+extents (C-contiguous, strides derived), an integer or a boolean as itself, a float as its
+IEEE-754 bits, None as nothing -- and call the overload at address ``target``; the result is
+0, or 1 when the kernel raised. A trampoline depends on the argument types only, so a few
+dozen serve every kernel of a process; they are built with llvmlite through numba's code
+generator (about 5 ms for a batch, no numba typing) and live as long as the process.
+
+``run_calls(prog, row, flag, start, stop)`` is the interpreter: calls start..stop-1 of
+``prog``, an int64 vector of (trampoline, target, row offset) triples, one after another,
+each on ``row[offset:]``. It is compiled once for every plan of every model (and cached on
+disk), releases the interpreter lock, and stops before a call when ``flag[0]`` is not 0 (a
+cancel token's flag). It returns -1 when every call returned, else the index of the call
+that raised or would have been next when the flag was seen set; the caller tells the two
+apart and, for a raise, repeats that call from Python to have the kernel's own exception.
+"""
+from __future__ import annotations
+
+import struct
+import threading
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core.compiler_lock import global_compiler_lock
+from numba.core.errors import TypingError
+from numba.extending import intrinsic
+
+from .by_address import call_numba
+
+_I32, _I64 = ir.IntType(32), ir.IntType(64)
+_FNTY = ir.FunctionType(_I32, [_I64, _I64.as_pointer()])
+
+_ADDRESSED = frozenset(np.dtype(t) for t in (
+    np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
+    np.uint64, np.float32, np.float64))
+
+
+def addressable(a: np.ndarray) -> bool:
+    """Whether a trampoline can pass array ``a`` by its address: C-contiguous, aligned, of a
+    plain numeric type in native order (rebuilt with the numba type a call from Python gives
+    it, so the kernel runs the overload its step's own call ran)."""
+    return a.dtype in _ADDRESSED and a.flags.c_contiguous and a.flags.aligned and \
+        a.dtype.isnative
+
+
+def signature(fn, args) -> tuple | None:
+    """The argument types of the compiled overload of ``fn`` (a numba dispatcher) that a call
+    ``fn(*args)`` from Python runs, when a trampoline can make that call -- compiled already,
+    returning nothing, every argument an addressable array, a number, a boolean or None --
+    else None."""
+    overloads = getattr(fn, "overloads", None)
+    if overloads is None or not hasattr(fn, "typeof_pyval"):
+        return None
+    for a in args:
+        if isinstance(a, np.ndarray):
+            if not addressable(a):
+                return None
+        elif not (a is None or isinstance(a, (bool, int, float, np.bool_, np.integer,
+                                               np.floating))):
+            return None
+    try:
+        argtypes = tuple(fn.typeof_pyval(a) for a in args)
+    except Exception:       # (a value numba cannot type)
+        return None
+    cres = overloads.get(argtypes)
+    if cres is None or cres.signature.return_type != types.none or \
+            any(isinstance(t, types.Float) and t.bitwidth > 64 for t in argtypes):
+        return None
+    return argtypes
+
+
+def row_of(args) -> list:
+    """The row a trampoline reads ``args`` from (the module docstring)."""
+    row = []
+    for a in args:
+        if isinstance(a, np.ndarray):
+            row.append(a.ctypes.data)
+            row += a.shape
+        elif a is None:
+            pass
+        elif isinstance(a, (float, np.floating)):
+            row.append(struct.unpack("<q", struct.pack("<d", float(a)))[0])
+        else:
+            row.append(int(a))
+    return row
+
+
+def target(fn, argtypes: tuple) -> int:
+    """The machine address of ``fn``'s overload for ``argtypes``."""
+    cres = fn.overloads[argtypes]
+    return int(cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name))
+
+
+_lock = threading.Lock()
+_built: dict = {}           # key (_key) -> address
+_libraries: list = []       # (what the addresses point into)
+
+
+def _key(argtypes: tuple) -> tuple:
+    """What a trampoline's code depends on: arrays by element type and rank (not by
+    writability), scalars by type."""
+    return tuple(("a", t.dtype, t.ndim) if isinstance(t, types.Array) else t for t in argtypes)
+
+
+def trampolines(signatures: list) -> list:
+    """The address of a trampoline for each argument-type tuple of ``signatures``; those
+    this process has not built yet are built together, in one library."""
+    keys = [_key(s) for s in signatures]
+    with _lock:
+        missing = {}
+        for k, s in zip(keys, signatures):
+            if k not in _built and k not in missing:
+                missing[k] = s
+        if missing:
+            _build(missing)
+        return [_built[k] for k in keys]
+
+
+def _build(missing: dict) -> None:
+    from numba.core.registry import cpu_target
+    context = cpu_target.target_context
+    codegen = context.codegen()
+    with global_compiler_lock:
+        library = codegen.create_library("graphrt_trampolines")
+        module = library.create_ir_module("graphrt_trampolines")
+        names = {}
+        for n, (k, argtypes) in enumerate(missing.items()):
+            names[k] = f"graphrt_trampoline_{len(_built) + n}"
+            _emit(context, module, names[k], argtypes)
+        library.add_ir_module(module)
+        library.finalize()
+    _libraries.append(library)
+    for k, name in names.items():
+        _built[k] = library.get_pointer_to_function(name)
+
+
+def _emit(context, module, name: str, argtypes: tuple) -> None:
+    """The trampoline for ``argtypes`` (the module docstring), as function ``name``."""
+    from numba.np.arrayobj import populate_array
+    fn = ir.Function(module, _FNTY, name)
+    builder = ir.IRBuilder(fn.append_basic_block())
+    addr, row = fn.args
+    pos = 0
+
+    def word(p):
+        return builder.load(builder.gep(row, [ir.Constant(_I64, p)]))
+
+    values = []
+    for ty in argtypes:
+        if isinstance(ty, types.Array):
+            dtype = context.get_data_type(ty.dtype)
+            item = context.get_abi_sizeof(dtype)
+            shape = [word(pos + 1 + d) for d in range(ty.ndim)]
+            strides = [ir.Constant(_I64, item)] * ty.ndim
+            for d in range(ty.ndim - 2, -1, -1):
+                strides[d] = builder.mul(strides[d + 1], shape[d + 1])
+            ary = context.make_array(ty)(context, builder)
+            populate_array(ary, data=builder.inttoptr(word(pos), dtype.as_pointer()),
+                           shape=shape, strides=strides, itemsize=ir.Constant(_I64, item),
+                           meminfo=None)
+            values.append(ary._getvalue())
+            pos += 1 + ty.ndim
+        elif isinstance(ty, types.Float):
+            value = builder.bitcast(word(pos), ir.DoubleType())
+            values.append(value if ty.bitwidth == 64 else
+                          builder.fptrunc(value, context.get_value_type(ty)))
+            pos += 1
+        elif isinstance(ty, types.Boolean):
+            values.append(builder.icmp_signed("!=", word(pos), ir.Constant(_I64, 0)))
+            pos += 1
+        elif isinstance(ty, types.Integer):
+            value = word(pos)
+            values.append(value if ty.bitwidth == 64 else
+                          builder.trunc(value, ir.IntType(ty.bitwidth)))
+            pos += 1
+        elif isinstance(ty, types.NoneType):
+            values.append(context.get_dummy_value())
+        else:
+            raise TypeError(f"trampolines: no argument of type {ty}")
+    fnty = context.call_conv.get_function_type(types.none, argtypes)
+    code, _ = call_numba(context, builder, builder.inttoptr(addr, fnty.as_pointer()), fnty,
+                         argtypes, values)
+    returned = builder.or_(builder.icmp_signed("==", code, ir.Constant(code.type, 0)),
+                           builder.icmp_signed("==", code, ir.Constant(code.type, -2)))
+    builder.ret(builder.select(returned, ir.Constant(_I32, 0), ir.Constant(_I32, 1)))
+
+
+@intrinsic
+def _call(typingctx, trampoline, target, row, offset):
+    """trampoline(target, &row[offset]), its int32 result."""
+    if not isinstance(row, types.Array):
+        raise TypingError("_call(trampoline, target, row, offset)")
+
+    def codegen(context, builder, sig, args):
+        data = context.make_array(sig.args[2])(context, builder, args[2]).data
+        return builder.call(builder.inttoptr(args[0], _FNTY.as_pointer()),
+                            [args[1], builder.gep(data, [args[3]])])
+
+    return types.int32(trampoline, target, row, offset), codegen
+
+
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+def run_calls(prog, row, flag, start, stop):
+    for k in range(start, stop):
+        if flag[0] != 0 or _call(prog[3 * k], prog[3 * k + 1], row, prog[3 * k + 2]) != 0:
+            return k
+    return -1
+
+
+_interpreter = None
+
+
+def interpreter():
+    """``run_calls``'s compiled entry point (compiled, or loaded from the cache, at the first
+    request): called from Python without the dispatcher's choice of overload."""
+    global _interpreter
+    if _interpreter is None:
+        sig = (types.int64[::1], types.int64[::1], types.int64[::1], types.int64, types.int64)
+        run_calls.compile(sig)
+        _interpreter = run_calls.overloads[sig].entry_point
+    return _interpreter

@@ -59,13 +59,30 @@ def _lower(v):
 
 
 class CancelToken:
-    """Set from any thread; sessions check it while importing and between operators."""
+    """Set from any thread; sessions check it while importing and between operators (a
+    run's compiled blocks read a flag the token sets: ``watch``)."""
 
     def __init__(self):
         self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._flags: list = []
 
     def cancel(self) -> None:
-        self._event.set()
+        with self._lock:
+            self._event.set()
+            for flag in self._flags:
+                flag[0] = 1
+
+    def watch(self, flag) -> None:
+        """Have ``cancel`` set ``flag[0]`` to 1 (now, when it was already called)."""
+        with self._lock:
+            self._flags.append(flag)
+            if self._event.is_set():
+                flag[0] = 1
+
+    def unwatch(self, flag) -> None:
+        with self._lock:
+            self._flags = [f for f in self._flags if f is not flag]
 
     @property
     def cancelled(self) -> bool:

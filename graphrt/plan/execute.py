@@ -30,8 +30,8 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
                    timings: list | None = None) -> None:
     """``execute`` with the inputs already in ``state.values`` (a loop body's next
     iteration, subgraph.Iterations): the state's program (plan/program.py), by the plain
-    loop, or by the checked one for a run with a cancel token, timings or poisoning and for
-    a plan's first run."""
+    loop, or by the checked one for a run with timings or poisoning and for a plan's first
+    run. A ``cancel`` token belongs to the state for the whole run."""
     state.arena.reset()
     program = state.program
     sharing = None
@@ -44,15 +44,33 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
         compile_share.fill_tables(calls, sharing)   # (before any of the calls runs)
         state.calls = calls
         program = state.program = Program(plan, calls)
-    if cancel is None and timings is None and not poison and plan.runs >= 1:
-        _run(plan, state, program.scheduled(plan, state))
+    if cancel is None:
+        _run_program(plan, state, program, None, poison, timings, sharing)
         return
-    _run_checked(plan, state, program.by_steps, cancel, poison, timings, sharing)
-    plan.runs += 1
+    if cancel.cancelled:
+        raise SessionError(ErrorKind.CANCELLED, "the run was cancelled",
+                           plan.steps[0].node.info.name if plan.steps else None)
+    state.cancel[0] = cancel            # (the steps' contexts read it: a Loop's body too)
+    cancel.watch(state.flag)            # (the blocks read the flag)
+    try:
+        _run_program(plan, state, program, cancel, poison, timings, sharing)
+    finally:
+        cancel.unwatch(state.flag)
+        state.flag[0] = 0
+        state.cancel[0] = None
 
 
-def _run(plan: ExecutionPlan, state: RunState, program: list) -> None:
-    """The plain loop: each instruction of ``program`` in turn."""
+def _run_program(plan, state, program, cancel, poison, timings, sharing) -> None:
+    if timings is None and not poison and plan.runs >= 1:
+        _run(plan, state, program.scheduled(plan, state), cancel)
+    else:
+        _run_checked(plan, state, program.by_steps, cancel, poison, timings, sharing)
+        plan.runs += 1
+
+
+def _run(plan: ExecutionPlan, state: RunState, program: list, cancel) -> None:
+    """The plain loop: each instruction of ``program`` in turn; with a ``cancel`` token,
+    checked before each Python step (blocks check its flag before each call)."""
     values, slab, contexts, arena = state.values, state.slab, state.contexts, state.arena
     steps = plan.steps
     exact = plan.graph.exact
@@ -61,8 +79,11 @@ def _run(plan: ExecutionPlan, state: RunState, program: list) -> None:
         for fn, args, i in program:
             if fn is not None:
                 fn(*args)
-            elif steps[i].dynamic:
-                _run_dynamic(steps[i], values, arena, exact, None, slab)
+                continue
+            if cancel is not None and cancel.cancelled:
+                raise _cancelled(steps[i])
+            if steps[i].dynamic:
+                _run_dynamic(steps[i], values, arena, exact, cancel, slab)
             else:
                 _run_python(steps[i], contexts[i], arena)
     except SessionError:
@@ -75,23 +96,17 @@ def _run_checked(plan: ExecutionPlan, state: RunState, program: list, cancel, po
                  timings: list | None, sharing) -> None:
     """The checked loop: ``program`` (its by-steps form) step by step, checking ``cancel``
     before each step, recording ``timings`` (step, start, end) and poisoning the blocks
-    freed after each; ``sharing``: a cold first run's compile sharing (compile_share). The
-    cancel token is the run's for the whole run: every step's context holds it."""
+    freed after each; ``sharing``: a cold first run's compile sharing (compile_share)."""
     values, slab, contexts, arena = state.values, state.slab, state.contexts, state.arena
     exact = plan.graph.exact
     if poison:
         _poison(slab, plan.freed_after[0])
-    if cancel is not None:
-        for ctx in contexts:
-            if ctx is not None:
-                ctx.cancel = cancel     # (a static If's branch checks the run's token too)
     k, n = 0, len(program)
     i = 0
     try:
         for i, st in enumerate(plan.steps):
             if cancel is not None and cancel.cancelled:
-                raise SessionError(ErrorKind.CANCELLED, "the run was cancelled",
-                                   st.node.info.name)
+                raise _cancelled(st)
             if timings is not None:
                 t0 = perf_counter()
             if sharing is not None:
@@ -113,11 +128,10 @@ def _run_checked(plan: ExecutionPlan, state: RunState, program: list, cancel, po
         raise
     except Exception as e:  # (compiled calls do not raise; this is a bug)
         raise kernel_failure(plan.steps[i].node, e) from e
-    finally:
-        if cancel is not None:
-            for ctx in contexts:
-                if ctx is not None:
-                    ctx.cancel = None
+
+
+def _cancelled(st) -> SessionError:
+    return SessionError(ErrorKind.CANCELLED, "the run was cancelled", st.node.info.name)
 
 
 def _run_python(st, ctx, arena) -> None:

@@ -39,6 +39,7 @@ class RunState:
                     plan.facts[st.node.outputs[0]].shape)
         self.values = values
         self.flag = np.zeros(1, dtype=np.int64)     # its blocks stop when set (cancel)
+        self.cancel: list = [None]      # the running run's cancel token (its contexts' too)
         self.calls = None               # each step's jit_calls, made at the first run
         self.program = None             # the run as instructions (plan/program.py), made at its first run
         self.memo: dict = {}            # what callers derive from this state (its buffers)
@@ -54,7 +55,7 @@ class RunState:
             self.contexts.append(RunContext(
                 n.info, [values[i] if i >= 0 else None for i in n.inputs],
                 [values[o] if o >= 0 else None for o in n.outputs], st.prepared, exact,
-                self.arena, held=self.held))
+                self.arena, held=self.held, run_cancel=self.cancel))
 
 
 class StatePool:

@@ -289,10 +289,10 @@ class RunContext:
     the same memory (kernels are compiled for 1-D arrays, whatever the rank)."""
 
     __slots__ = ("node", "inputs", "outputs", "flat_in", "flat_out", "prepared", "exact",
-                 "arena", "cancel", "held")
+                 "arena", "run_cancel", "held")
 
     def __init__(self, node: NodeInfo, inputs, outputs, prepared, exact: bool, arena=None,
-                 cancel=None, held=None):
+                 cancel=None, held=None, run_cancel: list | None = None):
         self.node = node
         self.inputs = inputs
         self.outputs = outputs
@@ -301,8 +301,15 @@ class RunContext:
         self.prepared = prepared
         self.exact = exact
         self.arena = arena
-        self.cancel = cancel
+        # [the run's cancel token or None]: one list shared by a run state's contexts, set
+        # for each run (plan/execute.py)
+        self.run_cancel = [cancel] if run_cancel is None else run_cancel
         self.held = held            # what the run state keeps for its steps (core/held.py), or None
+
+    @property
+    def cancel(self):
+        """The cancel token of the run this step belongs to, or None."""
+        return self.run_cancel[0]
 
     def set_output_value(self, i: int, value: np.ndarray) -> None:
         """For kernels with data-dependent outputs: an array made by the kernel itself."""

@@ -402,10 +402,11 @@ def test_if_with_branches_of_one_shape_is_a_static_step():
     assert not step.dynamic
 
 
-class _CancelledAfter:
+class _CancelledAfter(graphrt.CancelToken):
     """A cancel token that turns cancelled at its ``reads``-th look."""
 
     def __init__(self, reads):
+        super().__init__()
         self.left = reads
 
     @property
@@ -415,8 +416,9 @@ class _CancelledAfter:
 
 
 def test_a_static_ifs_branch_sees_the_runs_cancel_token():
-    """The parent looks at the token before each of its two steps (Relu, If); the branch,
-    run by the If as a static step, looks again before its own first step and stops there."""
+    """The parent looks at the token when its run starts and before its Python step (the
+    If); the branch, run by the If as a static step, looks again when its run starts and
+    stops there."""
     sess = graphrt.Session(if_model())
     feeds = {"x0": np.array([-1, 0.5, 2], np.float32), "c": np.array(True)}
     sess.run(None, feeds)

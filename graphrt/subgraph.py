@@ -14,9 +14,15 @@ from .errors import ErrorKind, SessionError
 from .graph import CompiledGraph
 from .plan.build import CONST, STATIC, checked_mode
 from .plan.cache import PlanCache
+from .kernels.core import trampolines
 from .plan.execute import execute_staged, release_dynamic
+from .plan.program import Block
 
 BODY_PLANS = 16
+
+
+def _addressable(a) -> bool:
+    return isinstance(a, np.ndarray) and trampolines.addressable(a)
 
 
 class Body:
@@ -59,6 +65,44 @@ class Body:
         if runs is None:
             runs = holder[self] = self._plans.held()
         runs.run(self._arrays(inputs), deliver, cancel)
+
+    def compiled_run(self, holder: dict, key=None):
+        """(plan, run state, block) of the run this body keeps in ``holder`` (under ``key``,
+        the body itself by default), when its plan has run and its program is compiled
+        calls only (``block`` None when it has none); else None. The state stays the
+        holder's: what a record of it points at lives as long as the holder."""
+        runs = holder.get(self if key is None else key)
+        state = None if runs is None else runs.state
+        if state is None or state.program is None or runs.entry.plan.runs < 1:
+            return None
+        plan = runs.entry.plan
+        program = state.program.scheduled(plan, state)
+        if len(program) > 1 or any(not isinstance(fn, Block) for fn, _a, _i in program):
+            return None
+        return plan, state, (program[0][0] if program else None)
+
+    def input_buffers(self, plan, state, n_inputs: int) -> list:
+        """The run state's buffer of each of the body's ``n_inputs`` inputs (declared, then
+        captured; None for one the body holds as a constant), or None when one is not an
+        addressable slab value."""
+        dropped = self.graph.dropped
+        kept = iter(plan.graph.input_ids)
+        out = []
+        for p in range(n_inputs):
+            if p in dropped:
+                out.append(None)
+                continue
+            vid = next(kept)
+            v = state.values[vid]
+            if plan.facts[vid].kind != STATIC or not _addressable(v):
+                return None
+            out.append(v)
+        return out
+
+    def output_values(self, plan, state) -> list | None:
+        """The run state's value of each body output, or None when one is not addressable."""
+        values = [state.values[v] for v in self.graph.output_ids]
+        return values if all(_addressable(v) for v in values) else None
 
     def planned_outputs(self, types: list) -> list | None:
         """(dtype, shape) of each output when the inputs have ``types`` ((dtype, shape) per

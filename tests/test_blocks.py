@@ -192,7 +192,8 @@ def _raises(out):
 def _block(calls, names):
     """A Block of ``calls`` with a stand-in plan whose steps are named ``names``."""
     steps = [types.SimpleNamespace(node=types.SimpleNamespace(
-        info=types.SimpleNamespace(name=nm, op_type="Op"))) for nm in names]
+        info=types.SimpleNamespace(name=nm, op_type="Op"), kernel=graphrt.OpKernel(None)))
+        for nm in names]
     plan = types.SimpleNamespace(steps=steps)
     pending = [(i, fn, args, trampolines.signature(fn, args))
                for i, (fn, args) in enumerate(calls)]

@@ -9,7 +9,7 @@ from ..errors import ErrorKind, SessionError
 from ..kernels.core.base import InferContext, RunContext
 from . import compile_share
 from .build import DYNAMIC, ExecutionPlan, infer_kernel, kernel_failure, run_kernel
-from .program import Program, step_calls_of
+from .program import Program, run_python, step_calls_of
 from .state import RunState
 
 
@@ -85,7 +85,7 @@ def _run(plan: ExecutionPlan, state: RunState, program: list, cancel) -> None:
             if steps[i].dynamic:
                 _run_dynamic(steps[i], values, arena, exact, cancel, slab)
             else:
-                _run_python(steps[i], contexts[i], arena)
+                run_python(steps[i].node, contexts[i], arena)
     except SessionError:
         raise
     except Exception as e:  # (compiled calls do not raise; this is a bug)
@@ -119,7 +119,7 @@ def _run_checked(plan: ExecutionPlan, state: RunState, program: list, cancel, po
                 elif st.dynamic:
                     _run_dynamic(st, values, arena, exact, cancel, slab)
                 else:
-                    _run_python(st, contexts[i], arena)
+                    run_python(st.node, contexts[i], arena)
             if timings is not None:
                 timings.append((i, t0, perf_counter()))
             if poison:
@@ -132,15 +132,6 @@ def _run_checked(plan: ExecutionPlan, state: RunState, program: list, cancel, po
 
 def _cancelled(st) -> SessionError:
     return SessionError(ErrorKind.CANCELLED, "the run was cancelled", st.node.info.name)
-
-
-def _run_python(st, ctx, arena) -> None:
-    """A static step's run (its kernel needs Python); the scratch it took from the arena is
-    free again when it returns."""
-    chunks, used, total = len(arena.chunks), arena.used, arena.total
-    run_kernel(st.node, ctx)
-    if arena.total != total:
-        arena.rewind(chunks, used, total)
 
 
 def release_dynamic(plan: ExecutionPlan, state: RunState) -> None:

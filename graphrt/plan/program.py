@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import ErrorKind, SessionError
 from ..kernels.core import trampolines
 from ..kernels.core.base import step_calls
-from .build import ExecutionPlan, kernel_failure
+from .build import ExecutionPlan, kernel_failure, run_kernel
 
 
 def step_calls_of(plan: ExecutionPlan, state) -> list:
@@ -49,22 +49,23 @@ def by_steps(plan: ExecutionPlan, calls: list) -> list:
     for i, st in enumerate(plan.steps):
         if st.view:
             pass
-        elif st.dynamic or calls[i] is None:
-            out.append((None, None, i))
-        else:
+        elif st.dynamic or calls[i] is None or st.node.kernel.traps:
+            out.append((None, None, i))     # (a checked run: control flow runs its bodies
+        else:                               # by their checked loop too)
             out += [(fn, args, i) for fn, args in calls[i]]
     return out
 
 
-def blocked(plan: ExecutionPlan, calls: list, flag: np.ndarray) -> list:
+def blocked(plan: ExecutionPlan, state) -> list:
     """The run as instructions with each run of consecutive calls a trampoline can make as
-    one Block (reading the cancel flag ``flag``), the other calls through entry points."""
+    one Block (reading the state's cancel flag), the other calls through entry points."""
+    calls = state.calls
     out = []
     pending: list = []          # (step, fn, args, argtypes) of the block being gathered
 
     def close():
         if pending:
-            out.append((Block(plan, pending, flag), (), pending[0][0]))
+            out.append((Block(plan, pending, state.flag, state), (), pending[0][0]))
             pending.clear()
 
     for i, st in enumerate(plan.steps):
@@ -87,13 +88,16 @@ def blocked(plan: ExecutionPlan, calls: list, flag: np.ndarray) -> list:
 
 class Block:
     """Consecutive compiled calls (of steps ``steps``) made by ``trampolines.run_calls`` in
-    one call from Python; calling the block makes them. A call that raises is made again
-    from Python, so that the SessionError names its step and carries the kernel's message;
-    a set cancel flag stops the block before its next call."""
+    one call from Python; calling the block makes them. A set cancel flag stops the block
+    before its next call. A call that raises is a trap when its step's kernel says so
+    (``OpKernel.traps``: a control-flow driver meeting a subgraph not compiled yet): the
+    step's Python run is made in its place, and the block goes on. Any other call that
+    raises is made again from Python, so that the SessionError names its step and carries
+    the kernel's message."""
 
-    __slots__ = ("prog", "row", "flag", "n", "steps", "calls", "nodes", "_run")
+    __slots__ = ("prog", "row", "flag", "n", "steps", "calls", "nodes", "_run", "_state")
 
-    def __init__(self, plan: ExecutionPlan, pending: list, flag: np.ndarray):
+    def __init__(self, plan: ExecutionPlan, pending: list, flag: np.ndarray, state=None):
         addresses = trampolines.trampolines([sig for *_, sig in pending])
         prog, row = [], []
         for (_i, fn, args, sig), tramp in zip(pending, addresses):
@@ -107,16 +111,22 @@ class Block:
         self.calls = [(fn, args) for _i, fn, args, _sig in pending]  # (keeps the arrays alive)
         self.nodes = [plan.steps[i].node for i in self.steps]
         self._run = trampolines.interpreter()
+        self._state = state
 
     def __call__(self) -> None:
         k = self._run(self.prog, self.row, self.flag, 0, self.n)
-        if k >= 0:
-            self.failed(k)
+        while k >= 0:
+            self.failed(k)          # (returns only after a trap's Python run)
+            k = self._run(self.prog, self.row, self.flag, k + 1, self.n)
 
-    def failed(self, k: int):
+    def failed(self, k: int) -> None:
         node = self.nodes[k]
         if self.flag[0]:
             raise SessionError(ErrorKind.CANCELLED, "the run was cancelled", node.info.name)
+        if node.kernel.traps and self._state is not None:
+            state = self._state
+            run_python(node, state.contexts[self.steps[k]], state.arena)
+            return
         fn, args = self.calls[k]
         try:
             fn(*args)
@@ -140,8 +150,17 @@ class Program:
 
     def scheduled(self, plan: ExecutionPlan, state) -> list:
         if self.plain is None:
-            self.plain = blocked(plan, state.calls, state.flag)
+            self.plain = blocked(plan, state)
         return self.plain
+
+
+def run_python(node, ctx, arena) -> None:
+    """A static step's run (its kernel needs Python); the scratch it took from the arena is
+    free again when it returns."""
+    chunks, used, total = len(arena.chunks), arena.used, arena.total
+    run_kernel(node, ctx)
+    if arena.total != total:
+        arena.rewind(chunks, used, total)
 
 
 def entry(fn, args):

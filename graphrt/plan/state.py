@@ -55,7 +55,7 @@ class RunState:
             self.contexts.append(RunContext(
                 n.info, [values[i] if i >= 0 else None for i in n.inputs],
                 [values[o] if o >= 0 else None for o in n.outputs], st.prepared, exact,
-                self.arena, held=self.held, run_cancel=self.cancel))
+                self.arena, held=self.held, run_cancel=self.cancel, flag=self.flag))
 
 
 class StatePool:

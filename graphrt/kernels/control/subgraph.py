@@ -11,6 +11,8 @@ import numpy as np
 from ... import dtypes as _dt, packed
 from ...errors import ErrorKind, SessionError
 from ..core.base import InferContext, OpKernel, RunContext
+from ..core.trampolines import addressable, record
+from .drivers import compiled, run_branch
 
 
 class _BodyKernel(OpKernel):
@@ -33,6 +35,14 @@ class _BodyKernel(OpKernel):
         return list(ctx.inputs[ctx.node.n_inputs:])
 
 
+def _same_block(dst, src) -> bool:
+    """Whether a copy of ``src`` into ``dst`` can be made by address: both addressable
+    arrays of one type and size."""
+    return isinstance(src, np.ndarray) and isinstance(dst, np.ndarray) and \
+        addressable(src) and addressable(dst) and src.dtype == dst.dtype and \
+        src.nbytes == dst.nbytes
+
+
 def _scalar(ctx: RunContext, i: int, what: str):
     v = ctx.inputs[i]
     if v is None or v.size != 1:
@@ -50,9 +60,15 @@ class If(_BodyKernel):
     """Runs then_branch when cond is true, else else_branch; outputs are the branch's. Where
     both branches give outputs of one planned type and shape for the plan's captured inputs,
     the step is static: its outputs live in the plan's slab and the branch writes them
-    there. Else they are known only when the branch has run."""
+    there. Else they are known only when the branch has run.
+
+    A static If's call is the compiled driver drivers.run_branch, which runs a branch's
+    record once the branch has run here and proved to be compiled calls only; until then
+    (and whenever the driver cannot) the call traps and ``run`` runs the branch, then arms
+    its record."""
 
     outputs_data_dependent = False
+    traps = True
 
     def __init__(self, node):
         super().__init__(node)
@@ -72,10 +88,49 @@ class If(_BodyKernel):
             ctx.set_output(i, dt, shape)
         ctx.prepared = True
 
+    def jit_calls(self, ctx: RunContext):
+        cond = ctx.flat_in[0]
+        if not ctx.prepared or ctx.held is None or ctx.flag is None or \
+                cond.dtype != np.bool_ or cond.size != 1:
+            return None
+        return [compiled(run_branch, (cond, self._records(ctx.held), ctx.flag))]
+
+    def _records(self, held: dict) -> np.ndarray:
+        """The addresses of the else and then branches' records in this run state (0: not
+        armed)."""
+        records = held.get((self, "records"))
+        if records is None:
+            records = held[(self, "records")] = np.zeros(2, np.int64)
+        return records
+
+    def _arm(self, ctx: RunContext, b: int) -> None:
+        """Arm branch b's record, when its run in this state is compiled calls only and
+        every value it copies is addressable."""
+        records = self._records(ctx.held)
+        body = self.branches[b]
+        run = None if records[b] else body.compiled_run(ctx.held)
+        if run is None:
+            return
+        plan, state, block = run
+        captured = self._captured(ctx)
+        ins = body.input_buffers(plan, state, len(captured))
+        outs = body.output_values(plan, state)
+        if ins is None or outs is None:
+            return
+        into = [(buf, x) for buf, x in zip(ins, captured) if buf is not None]
+        out = list(zip(ctx.outputs, outs))
+        if not all(_same_block(d, s) for d, s in into + out):
+            return
+        rec = ctx.held[(self, "record", b)] = record(block, into, out)
+        records[b] = rec.ctypes.data
+
     def run(self, ctx: RunContext) -> None:
-        body = self.branches[bool(_scalar(ctx, 0, "cond"))]
+        b = int(bool(_scalar(ctx, 0, "cond")))
+        body = self.branches[b]
         if ctx.prepared:
             body.run_into(self._captured(ctx), ctx.outputs, ctx.cancel, ctx.held)
+            if ctx.held is not None:
+                self._arm(ctx, b)
             return
         outs = body.run(self._captured(ctx), ctx.cancel)
         if len(outs) != len(ctx.outputs):

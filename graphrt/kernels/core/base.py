@@ -58,6 +58,8 @@ class OpKernel:
     outputs_data_dependent = False  # output shapes depend on values: run allocates outputs
     constant_foldable = True        # same inputs give the same outputs
     tile_products = False           # runs the GEMM tile products (gemm/microkernel.py)
+    traps = False                   # a raise of its jit_calls' compiled call means: make
+                                    # run(ctx) instead (plan/program.py, Block)
     fixed_output = None             # the one output of a kernel without inputs that never varies
     def __init__(self, node: NodeInfo):
         self.node = node
@@ -289,10 +291,10 @@ class RunContext:
     the same memory (kernels are compiled for 1-D arrays, whatever the rank)."""
 
     __slots__ = ("node", "inputs", "outputs", "flat_in", "flat_out", "prepared", "exact",
-                 "arena", "run_cancel", "held")
+                 "arena", "run_cancel", "held", "flag")
 
     def __init__(self, node: NodeInfo, inputs, outputs, prepared, exact: bool, arena=None,
-                 cancel=None, held=None, run_cancel: list | None = None):
+                 cancel=None, held=None, run_cancel: list | None = None, flag=None):
         self.node = node
         self.inputs = inputs
         self.outputs = outputs
@@ -305,6 +307,9 @@ class RunContext:
         # for each run (plan/execute.py)
         self.run_cancel = [cancel] if run_cancel is None else run_cancel
         self.held = held            # what the run state keeps for its steps (core/held.py), or None
+        # the run state's cancel flag (int64[1], set by the run's token; compiled drivers of
+        # subgraphs stop at it), or None without a run state
+        self.flag = flag
 
     @property
     def cancel(self):

@@ -29,7 +29,7 @@ import threading
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import carray, njit, types
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
@@ -228,3 +228,90 @@ def interpreter():
         run_calls.compile(sig)
         _interpreter = run_calls.overloads[sig].entry_point
     return _interpreter
+
+
+# -- compiled subgraph runs ----------------------------------------------------------------
+# A *record* is an int64 vector that describes one run of a subgraph's plan from compiled
+# code: [n, prog, row, row_len, n_in, (dst, src, nbytes) * n_in, n_out, (dst, src, nbytes) *
+# n_out] -- the plan's block (n calls; the addresses of its prog and row vectors, row_len
+# words), the copies that stage its inputs before the calls and the copies that hand its
+# outputs on after them. Control-flow kernels (kernels/control) hand records to their
+# compiled drivers by address.
+
+@intrinsic
+def words_at(typingctx, addr):
+    """A pointer to the int64 words at machine address ``addr``."""
+    if not isinstance(addr, types.Integer):
+        raise TypingError("words_at(address)")
+
+    def codegen(context, builder, sig, args):
+        return builder.inttoptr(args[0], _I64.as_pointer())
+
+    return types.CPointer(types.int64)(addr), codegen
+
+
+@intrinsic
+def byte_at(typingctx, addr):
+    """The byte at machine address ``addr`` (a boolean value's storage), as an int64."""
+    if not isinstance(addr, types.Integer):
+        raise TypingError("byte_at(address)")
+
+    def codegen(context, builder, sig, args):
+        ptr = builder.inttoptr(args[0], ir.IntType(8).as_pointer())
+        return builder.zext(builder.load(ptr), _I64)
+
+    return types.int64(addr), codegen
+
+
+@intrinsic
+def copy_bytes(typingctx, dst, src, nbytes):
+    """memcpy(dst, src, nbytes) on machine addresses (regions that do not overlap)."""
+    if not all(isinstance(t, types.Integer) for t in (dst, src, nbytes)):
+        raise TypingError("copy_bytes(dst, src, nbytes)")
+
+    def codegen(context, builder, sig, args):
+        from numba.core import cgutils
+        i8p = ir.IntType(8).as_pointer()
+        cgutils.raw_memcpy(builder, builder.inttoptr(args[0], i8p),
+                           builder.inttoptr(args[1], i8p), args[2], 1)
+        return context.get_dummy_value()
+
+    return types.none(dst, src, nbytes), codegen
+
+
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+def run_copies(p, at):
+    """The copies listed at word ``at`` of the record at pointer p; the word after them."""
+    n = p[at]
+    for j in range(n):
+        q = at + 1 + 3 * j
+        copy_bytes(p[q], p[q + 1], p[q + 2])
+    return at + 1 + 3 * n
+
+
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+def run_record(addr, flag):
+    """The subgraph run the record at ``addr`` describes: -1, or the index of the call
+    that raised or found ``flag`` set."""
+    p = words_at(addr)
+    at = run_copies(p, 4)
+    n = p[0]
+    if n > 0:
+        k = run_calls(carray(words_at(p[1]), (3 * n,)), carray(words_at(p[2]), (p[3],)),
+                      flag, 0, n)
+        if k >= 0:
+            return k
+    run_copies(p, at)
+    return -1
+
+
+def record(block, copies_in: list, copies_out: list) -> np.ndarray:
+    """The record of a run made of ``block`` (a plan/program.Block, or None for no calls)
+    and the (dst, src) array pairs copied before and after it."""
+    words = [0, 0, 0, 0] if block is None else \
+        [block.n, block.prog.ctypes.data, block.row.ctypes.data, block.row.size]
+    for pairs in (copies_in, copies_out):
+        words.append(len(pairs))
+        for dst, src in pairs:
+            words += [dst.ctypes.data, src.ctypes.data, src.nbytes]
+    return np.array(words, dtype=np.int64)

@@ -131,9 +131,12 @@ class Body:
             inputs = [x for i, x in enumerate(inputs) if i not in dropped]
         return [x if x.flags.c_contiguous else x.copy() for x in map(np.asarray, inputs)]
 
-    def iterations(self, fresh: list[int], carried: list[tuple[int, int]]) -> "Iterations":
-        """The calls of one Loop or Scan (see Iterations); use as a ``with`` block."""
-        return Iterations(self, fresh, carried)
+    def iterations(self, fresh: list[int], carried: list[tuple[int, int]],
+                   holder: dict | None = None) -> "Iterations":
+        """The calls of one Loop or Scan (see Iterations); use as a ``with`` block.
+        ``holder``: a run state's dict of kept things, where the calls keep their plan and
+        run state from one run of the node to the next (under (body, "loop"))."""
+        return Iterations(self, fresh, carried, holder)
 
 
 class Iterations:
@@ -148,15 +151,22 @@ class Iterations:
     ``keep``), so no step overwrites them. Either returns the body's outputs as the run
     state holds them, valid until the next call: copy what you keep."""
 
-    def __init__(self, body: Body, fresh: list[int], carried: list[tuple[int, int]]):
+    def __init__(self, body: Body, fresh: list[int], carried: list[tuple[int, int]],
+                 holder: dict | None = None):
         graph = body.graph
         self.body = body
         self.fresh = list(fresh)
         self.carried = list(carried)
         moving = set(self.fresh) | {p for _, p in self.carried}
         n_in = len(graph.inputs)    # declared inputs: their positions are not renumbered
-        self._held = body._plans.held(tuple(v for k, v in enumerate(graph.input_ids)
-                                            if k >= n_in or k not in moving))
+        keep = tuple(v for k, v in enumerate(graph.input_ids) if k >= n_in or k not in moving)
+        self._own = holder is None
+        if holder is None:
+            self._held = body._plans.held(keep)
+        else:
+            self._held = holder.get((body, "loop"))
+            if self._held is None:
+                self._held = holder[(body, "loop")] = body._plans.held(keep)
         self._inputs: list = []
         self._outs: list = []
         self._lean = None       # per plan: (targets, static pairs, checked pairs, two_phase)
@@ -248,7 +258,8 @@ class Iterations:
         return targets[:len(self.fresh)], static, checked, two_phase
 
     def close(self) -> None:
-        self._held.close()
+        if self._own:
+            self._held.close()
         self._lean = None
 
     def __enter__(self):

@@ -13,7 +13,8 @@ from __future__ import annotations
 import numba
 from numba import njit
 
-from ..core.trampolines import byte_at, copy_bytes, run_copies, run_record, words_at
+from ..core.trampolines import (byte_at, run_copies, run_record, store_byte, store_word,
+                                words_at)
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True)
@@ -25,38 +26,37 @@ def run_branch(cond, records, flag):
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True)
-def run_loop(trips, cond, loop, flag):
-    """Loop: ``loop`` holds [body record, address of the body's iteration-number input (0:
-    none), of its condition input (0: none), of its condition output, the (dst, src,
-    nbytes) copies staging the carried and captured inputs, those carrying each
-    iteration's outputs to its inputs (through scratch where they overlap: listed as two
-    copy lists), and those handing the final carried values on]. ``trips`` (int64) and
-    ``cond`` (bool) are the node's first two inputs, or arrays holding no limit and true."""
-    p = words_at(loop.ctypes.data)
-    if p[0] == 0:
+def run_loop(trips, cond, armed, flag):
+    """Loop without scan outputs: ``armed[0]`` is the address of the loop's record (0: not
+    armed) -- [the body's record, the addresses of its iteration-number input, its condition
+    input (0: none) and its condition output; then four copy lists: staging the carried and
+    captured inputs; carrying each iteration's outputs to the carried inputs, in two lists
+    (through scratch when some output lies in a carried input's block); handing the final
+    carried values on]. ``trips`` (int64) and ``cond`` (bool) are the node's first two inputs,
+    or arrays holding no limit and true."""
+    if armed[0] == 0:
         raise RuntimeError("the body needs Python")
-    at = run_copies(p, 4)               # stage the carried and captured inputs
-    steps = at
+    p = words_at(armed[0])
+    first = run_copies(p, 4)
+    then = first + 1 + 3 * p[first]
+    leave = then + 1 + 3 * p[then]
     limit = trips[0]
     go = cond[0]
     i = 0
     while i < limit and go:
+        if flag[0] != 0:                # (a body of no calls never looks at it)
+            raise RuntimeError("cancelled")
         if p[1] != 0:
-            idx = words_at(p[1])
-            idx[0] = i
-        if i > 0:
-            at = run_copies(p, steps)   # carry the last outputs (through scratch)
-            at = run_copies(p, at)
+            store_word(p[1], i)
+        if p[2] != 0:
+            store_byte(p[2], 1)
         if run_record(p[0], flag) >= 0:
             raise RuntimeError("the body needs Python")
         go = byte_at(p[3]) != 0
+        run_copies(p, first)
+        run_copies(p, then)
         i += 1
-    if i > 0:
-        at = run_copies(p, steps)
-        at = run_copies(p, at)
-    else:
-        at = run_copies(p, run_copies(p, steps))
-    run_copies(p, at)                   # hand the final carried values on
+    run_copies(p, leave)
 
 
 def compiled(fn, args: tuple) -> tuple:

@@ -12,7 +12,8 @@ from ... import dtypes as _dt, packed
 from ...errors import ErrorKind, SessionError
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.trampolines import addressable, record
-from .drivers import compiled, run_branch
+from ..core.held import held_buffer
+from .drivers import compiled, run_branch, run_loop
 
 
 class _BodyKernel(OpKernel):
@@ -41,6 +42,25 @@ def _same_block(dst, src) -> bool:
     return isinstance(src, np.ndarray) and isinstance(dst, np.ndarray) and \
         addressable(src) and addressable(dst) and src.dtype == dst.dtype and \
         src.nbytes == dst.nbytes
+
+
+def _held(ctx: RunContext, use: str, dtype, value) -> np.ndarray:
+    """A one-element array of ``value`` the run state keeps (an absent input's stand-in)."""
+    a = held_buffer(dtype, (1,), ctx.held, f"loop {use}")
+    a[0] = value
+    return a
+
+
+def _loop_record(arrays, lists) -> np.ndarray:
+    """drivers.run_loop's record: the addresses of ``arrays`` (the body's record, its index,
+    condition-in and condition-out values; 0 for None), then each list of (dst, src) copies
+    as its length and (dst, src, nbytes) triples."""
+    words = [0 if a is None else a.ctypes.data for a in arrays]
+    for pairs in lists:
+        words.append(len(pairs))
+        for dst, src in pairs:
+            words += [dst.ctypes.data, src.ctypes.data, src.nbytes]
+    return np.array(words, dtype=np.int64)
 
 
 def _scalar(ctx: RunContext, i: int, what: str):
@@ -144,6 +164,9 @@ class Loop(_BodyKernel):
     Outputs: the final carried values, then each scan output stacked on a new first axis
     (an empty [0] tensor of the declared type when no iteration ran)."""
 
+    outputs_data_dependent = False      # (infer says when they are: scan outputs, ...)
+    traps = True
+
     def __init__(self, node):
         super().__init__(node)
         self.body = self._body("body")
@@ -151,6 +174,79 @@ class Loop(_BodyKernel):
         if n_carried < 0 or len(self.body.output_infos) < 1 + n_carried:
             node.fail("the body's inputs and outputs do not match the node's")
         self.n_carried = n_carried
+
+    def infer(self, ctx: InferContext) -> None:
+        """Static (outputs in the plan's slab) when the body has no scan outputs and, planned
+        for the node's inputs, gives each carried value its input's type and shape back."""
+        nc = self.n_carried
+        outs = None
+        if ctx.planning and len(self.body.output_infos) == 1 + nc and \
+                all(ctx.has_input(i) for i in range(2, ctx.n_inputs)):
+            types = [(np.dtype(np.int64), ()), (np.dtype(np.bool_), ())] + \
+                [(ctx.dtype(i), ctx.shape(i)) for i in range(2, ctx.n_inputs)]
+            outs = self.body.planned_outputs(types)
+        if outs is None or outs[1:] != types[2:2 + nc] or outs[0][0] != np.bool_ or \
+                int(np.prod(outs[0][1])) != 1:
+            ctx.outputs_known_at_run()
+            return
+        for k, (dt, shape) in enumerate(outs[1:]):
+            ctx.set_output(k, dt, shape)
+        ctx.prepared = True
+
+    def jit_calls(self, ctx: RunContext):
+        """The driver run_loop on the loop's record (armed by ``run``, see _arm)."""
+        if not ctx.prepared or ctx.held is None or ctx.flag is None:
+            return None
+        trips = ctx.flat_in[0] if ctx.inputs[0] is not None else _held(ctx, "trips", np.int64,
+                                                                      np.iinfo(np.int64).max)
+        cond = ctx.flat_in[1] if ctx.inputs[1] is not None else _held(ctx, "cond", np.bool_,
+                                                                     True)
+        if trips.dtype != np.int64 or trips.size != 1 or cond.dtype != np.bool_ or \
+                cond.size != 1:
+            return None
+        return [compiled(run_loop, (trips, cond, self._armed(ctx.held), ctx.flag))]
+
+    def _armed(self, held: dict) -> np.ndarray:
+        """[the address of the loop's record in this run state, or 0]."""
+        armed = held.get((self, "armed"))
+        if armed is None:
+            armed = held[(self, "armed")] = np.zeros(1, np.int64)
+        return armed
+
+    def _arm(self, ctx: RunContext) -> None:
+        """Make the loop's record (drivers.run_loop) when the body's run in this state is
+        compiled calls only and every value the loop copies is addressable."""
+        armed = self._armed(ctx.held)
+        run = None if armed[0] else self.body.compiled_run(ctx.held, (self.body, "loop"))
+        if run is None:
+            return
+        plan, state, block = run
+        nc = self.n_carried
+        captured = self._captured(ctx)
+        ins = self.body.input_buffers(plan, state, 2 + nc + len(captured))
+        outs = self.body.output_values(plan, state)
+        if ins is None or outs is None or any(b is None for b in ins[2:2 + nc]):
+            return
+        stage = [(b, x) for b, x in zip(ins[2:], ctx.inputs[2:ctx.node.n_inputs] + captured)
+                 if b is not None]
+        carry = list(zip(ins[2:2 + nc], outs[1:]))
+        leave = list(zip(ctx.outputs, ins[2:2 + nc]))
+        if not all(_same_block(d, s) for d, s in stage + carry + leave) or \
+                any(not isinstance(b, np.ndarray) or b.dtype != np.bool_
+                    for b in (ins[1], outs[0]) if b is not None):
+            return
+        if any(np.may_share_memory(src, dst) for _d, src in carry for dst, _s in carry):
+            # an output in a carried input's block: all go through scratch first
+            scratch = [held_buffer(np.uint8, (s.nbytes,), ctx.held, f"loop {k}")
+                       for k, (_d, s) in enumerate(carry)]
+            first = [(t, s.reshape(-1).view(np.uint8)) for t, (_d, s) in zip(scratch, carry)]
+            then = [(d.reshape(-1).view(np.uint8), t) for t, (d, _s) in zip(scratch, carry)]
+        else:
+            first, then = carry, []
+        body = record(block, [], [])
+        loop = _loop_record((body, ins[0], ins[1], outs[0]), (stage, first, then, leave))
+        ctx.held[(self, "record")] = (body, loop)
+        armed[0] = loop.ctypes.data
 
     def run(self, ctx: RunContext) -> None:
         trips = None if ctx.inputs[0] is None else int(_scalar(ctx, 0, "M"))
@@ -162,7 +258,9 @@ class Loop(_BodyKernel):
         i = 0
         nc = self.n_carried
         # the body's cond input is true at every call after the first (else the loop ended)
-        with self.body.iterations([0, 1], [(1 + k, 2 + k) for k in range(nc)]) as calls:
+        holder = ctx.held if ctx.prepared else None
+        with self.body.iterations([0, 1], [(1 + k, 2 + k) for k in range(nc)],
+                                  holder) as calls:
             outs = None
             while (trips is None or i < trips) and cond:
                 self._check_cancel(ctx)
@@ -177,6 +275,12 @@ class Loop(_BodyKernel):
                 i += 1
             if outs is not None:
                 carried = [np.array(o, copy=True) for o in outs[1:1 + nc]]
+        if ctx.prepared:
+            for out, v in zip(ctx.outputs, carried):
+                np.copyto(out, v, casting="no")
+            if holder is not None:
+                self._arm(ctx)
+            return
         for k, v in enumerate(carried):
             ctx.set_output_value(k, v)
         infos = self.body.output_infos[1 + self.n_carried:]

@@ -264,6 +264,35 @@ def byte_at(typingctx, addr):
 
 
 @intrinsic
+def store_byte(typingctx, addr, value):
+    """Write the low byte of ``value`` at machine address ``addr`` (a boolean's storage)."""
+    if not isinstance(addr, types.Integer) or not isinstance(value, types.Integer):
+        raise TypingError("store_byte(address, value)")
+
+    def codegen(context, builder, sig, args):
+        i8 = ir.IntType(8)
+        value = context.cast(builder, args[1], sig.args[1], types.int64)
+        builder.store(builder.trunc(value, i8), builder.inttoptr(args[0], i8.as_pointer()))
+        return context.get_dummy_value()
+
+    return types.none(addr, value), codegen
+
+
+@intrinsic
+def store_word(typingctx, addr, value):
+    """Write ``value`` as an int64 at machine address ``addr``."""
+    if not isinstance(addr, types.Integer) or not isinstance(value, types.Integer):
+        raise TypingError("store_word(address, value)")
+
+    def codegen(context, builder, sig, args):
+        value = context.cast(builder, args[1], sig.args[1], types.int64)
+        builder.store(value, builder.inttoptr(args[0], _I64.as_pointer()))
+        return context.get_dummy_value()
+
+    return types.none(addr, value), codegen
+
+
+@intrinsic
 def copy_bytes(typingctx, dst, src, nbytes):
     """memcpy(dst, src, nbytes) on machine addresses (regions that do not overlap)."""
     if not all(isinstance(t, types.Integer) for t in (dst, src, nbytes)):

@@ -8,6 +8,7 @@ compute with. None: numpy moves them (strings, complex128).
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from ... import dtypes as _dt
 
@@ -28,3 +29,15 @@ def word_of(dtype):
     if word is None and dtype in _dt.EXOTIC:
         word = np.dtype(f"u{dtype.itemsize}")
     return word
+
+
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+def copy_bytes(src, dst):
+    """dst[:] = src, two uint8 vectors of one length (any element type's bytes)."""
+    for i in range(dst.size):
+        dst[i] = src[i]
+
+
+def copy_call(src: np.ndarray, dst: np.ndarray) -> tuple:
+    """The compiled call copying ``src`` into ``dst`` (1-D, C-contiguous, one type and size)."""
+    return copy_bytes, (src.view(np.uint8), dst.view(np.uint8))

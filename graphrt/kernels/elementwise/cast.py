@@ -49,6 +49,7 @@ from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext, folding, scratch
 from ..core.floats import F16C, FLOAT8, convert_call, optional_dtype
 from ..core.jit import Variants
+from ..core.words import copy_call
 from ..core.pointwise import unary_variants
 from ..tensor.gather import blocks
 
@@ -322,9 +323,12 @@ class Cast(OpKernel):
     def jit_calls(self, ctx: RunContext):
         """The conversion kernel's one call where the input needs no widening first."""
         wide, plan = ctx.prepared
+        x, out = ctx.flat_in[0], ctx.flat_out[0]
+        if wide is None and plan[0] == "copy" and x.dtype.kind in "biufc":
+            return [copy_call(x, out)]
         if wide is not None or plan[0] not in ("kernel", "half"):
             return None
-        return [_kernel_call(plan, ctx.flat_in[0], ctx.flat_out[0])]
+        return [_kernel_call(plan, x, out)]
 
     def run(self, ctx: RunContext) -> None:
         wide, plan = ctx.prepared
@@ -337,7 +341,10 @@ class Cast(OpKernel):
             np.copyto(w, x, casting="unsafe")
             x = w
         how = plan[0]
-        if how == "copy":
+        if how == "copy" and x.dtype.kind in "biufc":
+            fn, args = copy_call(x, out)
+            fn(*args)
+        elif how == "copy":
             out[...] = x
         elif how == "numpy":
             _numpy_cast(x, out, plan[1], ctx.exact)

@@ -13,7 +13,7 @@ import numpy as np
 from ... import dtypes as _dt
 from ..core.base import InferContext, RunContext
 from ..core.broadcast import broadcast_shape
-from ..core.floats import HALF
+from ..core.floats import HALF, wide_calls
 from ..core.pointwise import binary_variants, unary_variants, Binary, Unary, scalar_op
 
 _BOOL = np.dtype(np.bool_)
@@ -110,6 +110,12 @@ class Equal(_Compare):
             ctx.outputs[0][...] = np.equal(ctx.inputs[0], ctx.inputs[1])
         else:
             super().run(ctx)
+
+    def jit_calls(self, ctx: RunContext):
+        """Binary's calls (its run, for numbers), none for strings."""
+        if ctx.prepared is None:
+            return None
+        return wide_calls(ctx, lambda ins, outs: [self._call(ctx, ins[0], ins[1], outs[0])])
 
 
 class Less(_Compare):

@@ -65,3 +65,103 @@ def test_a_record_copies_in_runs_its_block_and_stops_at_a_set_flag():
     flag[0] = 0
     assert trampolines.run_record(rec.ctypes.data, flag) == -1 and out[0] == 1
     assert dst.tolist() == [0, 1, 2]
+
+
+from onnx import helper  # noqa: E402
+
+from ...models import F, const, make, tensor  # noqa: E402
+from .test_control_flow import B, I64, _two_carried_loop, graph, n  # noqa: E402
+
+
+def _loop_armed(sess) -> bool:
+    plan, state = _idle_state(sess)
+    kernel = next(st.node.kernel for st in plan.steps if st.node.info.op_type == "Loop")
+    prog = state.program.plain
+    return bool(state.held[(kernel, "armed")][0]) and \
+        all(isinstance(fn, program.Block) for fn, _a, _i in prog)
+
+
+@pytest.mark.parametrize("kind", ["swap", "fibonacci"])
+def test_a_loop_runs_its_iterations_from_a_block(kind):
+    """Carried values that trade places (outputs in other carried inputs' blocks): the
+    compiled iterations give the plain loop's values for every trip count, zero included."""
+    if kind == "swap":
+        model = _two_carried_loop([n("Identity", ["bi"], ["a2"]), n("Identity", ["ai"], ["b2"])],
+                                  ["a2", "b2"])
+    else:
+        model = _two_carried_loop([n("Identity", ["bi"], ["a2"]), n("Add", ["ai", "bi"], ["b2"])],
+                                  ["a2", "b2"])
+    sess = graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=1))
+    a0, b0 = np.arange(4, dtype=np.float32), np.arange(10, 14, dtype=np.float32)
+    for trips in (3, 1, 0, 5, 2, 7, 0):
+        a, b = a0, b0
+        for _ in range(trips):
+            a, b = b, (a if kind == "swap" else a + b)
+        got = sess.run(None, {"M": np.array(trips, np.int64), "a0": a0, "b0": b0})
+        np.testing.assert_array_equal(got[0], a)
+        np.testing.assert_array_equal(got[1], b)
+    assert _loop_armed(sess)
+
+
+def _while_model():
+    """h = tanh(h @ w + x) while sum(h) < 1, at most 12 times; k sums the iteration numbers."""
+    rng = np.random.default_rng(3)
+    body = graph([n("Gemm", ["h", "w"], ["p"]), n("Add", ["p", "x"], ["q"]),
+                  n("Tanh", ["q"], ["h2"]), n("ReduceSum", ["h2"], ["s"], keepdims=0),
+                  n("Less", ["s", "three"], ["c"]), n("Cast", ["i"], ["fi"], to=F),
+                  n("Add", ["k", "fi"], ["k2"])],
+                 [tensor("i", I64, []), tensor("cond_in", B, []), tensor("h", F, [2, 4]),
+                  tensor("k", F, [])],
+                 [tensor("c", B, []), tensor("h2", F, [2, 4]), tensor("k2", F, [])])
+    return make([n("Loop", ["m", "go", "h0", "k0"], ["h", "k"], body=body, name="while")],
+                [tensor("go", B, []), tensor("h0", F, [2, 4]), tensor("k0", F, []),
+                 tensor("x", F, [2, 4])],
+                [tensor("h", F, [2, 4]), tensor("k", F, [])],
+                [const("w", (rng.standard_normal((4, 4)) / 4).astype(np.float32)),
+                 const("three", np.array(1, np.float32)), const("m", np.array(12, np.int64))])
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_a_while_loop_from_a_block_gives_the_checked_runs_bits(mode):
+    model = _while_model()
+    sess = graphrt.Session(model, graphrt.SessionOptions(mode=mode, intra_op_threads=1))
+    ref = ReferenceEvaluator(model)
+    rng = np.random.default_rng(5)
+    for go in (True, True, False, True, True):
+        feeds = {"go": np.array(go), "h0": rng.standard_normal((2, 4)).astype(np.float32),
+                 "k0": np.array(0.5, np.float32),
+                 "x": (rng.standard_normal((2, 4)) / 2 + 0.2).astype(np.float32)}
+        got = sess.run(None, feeds)
+        want = ref.run(None, feeds)
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+        checked = sess.run(None, feeds, profile=graphrt.Profile())
+        assert [g.tobytes() for g in got] == [c.tobytes() for c in checked]
+    assert _loop_armed(sess)
+
+
+def test_a_loop_whose_body_holds_an_if_runs_both_from_blocks():
+    """The body's If switches branch from iteration to iteration; the Loop, its body and the
+    If's branches all run compiled once each branch has run."""
+    then = graph([n("Add", ["acc", "x"], ["t"])], [], [tensor("t", F, [3])], "t")
+    other = graph([n("Sub", ["acc", "x"], ["e"])], [], [tensor("e", F, [3])], "e")
+    body = graph([n("Cast", ["i"], ["fi"], to=F), n("Mod", ["i", "two"], ["r"]),
+                  n("Equal", ["r", "zero"], ["even"]),
+                  n("If", ["even"], ["acc2"], then_branch=then, else_branch=other),
+                  n("Identity", ["cond_in"], ["c"])],
+                 [tensor("i", I64, []), tensor("cond_in", B, []), tensor("acc", F, [3])],
+                 [tensor("c", B, []), tensor("acc2", F, [3])])
+    model = make([n("Loop", ["M", "", "a0"], ["acc"], body=body)],
+                 [tensor("M", I64, []), tensor("a0", F, [3]), tensor("x", F, [3])],
+                 [tensor("acc", F, [3])],
+                 [const("two", np.array(2, np.int64)), const("zero", np.array(0, np.int64))])
+    sess = graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=1))
+    x = np.array([1, 2, 3], np.float32)
+    for trips in (1, 4, 5, 0, 6):
+        want = np.zeros(3, np.float32)
+        for i in range(trips):
+            want = want + x if i % 2 == 0 else want - x
+        got = sess.run(None, {"M": np.array(trips, np.int64), "a0": np.zeros(3, np.float32),
+                              "x": x})[0]
+        np.testing.assert_array_equal(got, want)
+    assert _loop_armed(sess)

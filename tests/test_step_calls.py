@@ -195,3 +195,24 @@ def test_float16_steps_convert_by_calls_with_their_runs_bits(mode):
         pytest.skip("no compiled float16 conversion on this CPU")
     model, feeds = _half_model()
     _each_step_calls_and_run(model, feeds, mode, None)     # (fast mode fuses Conv + Relu)
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_dynamic_quantization_steps_are_compiled_calls_with_their_runs_bits(mode):
+    """The steps onnxruntime's quantize_dynamic writes around a MatMul: DynamicQuantizeLinear,
+    MatMulInteger (constant uint8 weights: the integer path), Cast, Mul, and a
+    DequantizeLinear of int32; the integer ones give calls too."""
+    rng = np.random.default_rng(7)
+    wq = rng.integers(0, 256, (16, 12), dtype=np.uint8)
+    nodes = [n("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             n("MatMulInteger", ["xq", "wq", "xz", "wz"], ["acc"]),
+             n("DequantizeLinear", ["acc", "s", "z"], ["y"]),
+             n("Mul", ["y", "xs"], ["out"])]
+    inits = [const("wq", wq), const("wz", np.array(128, np.uint8)),
+             const("s", np.array(0.02, np.float32)), const("z", np.array(0, np.int32))]
+    model = make(nodes, [tensor("x", F, [5, 16])], [tensor("out", F, None)], inits)
+    x = rng.standard_normal((5, 16)).astype(np.float32)
+    from graphrt.kernels.gemm import micro_int
+    compiled = {"DynamicQuantizeLinear", "DequantizeLinear", "Mul"} | \
+        ({"MatMulInteger"} if micro_int.AVAILABLE else set())   # (else the float path)
+    _each_step_calls_and_run(model, {"x": x}, mode, compiled)

@@ -35,7 +35,8 @@ from numba import njit, prange
 
 from ... import dtypes as _dt
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
+from ..core.held import held_buffer
 from ..core.broadcast import PARALLEL_MIN, broadcast_shape
 from ..core.floats import BF16, F16, F32, F64, FLOAT8, optional_dtype, round_to, widen
 from ..core.jit import Variants
@@ -366,14 +367,26 @@ class DequantizeLinear(_Linear):
             path, tasks = "any", n
         ctx.prepared = (geo, wide, floats, tasks, _DEQUANTIZE[path].get(ctx.exact, _par(n)))
 
-    def run(self, ctx: RunContext) -> None:
+    def jit_calls(self, ctx: RunContext):
+        """The kernel's one call where numba reads every input as it is and the output is
+        float32 (the run's own call then)."""
+        if ctx.flat_out[0].dtype != F32 or \
+                any(a is not None and a.dtype not in _NATIVE for a in ctx.flat_in):
+            return None
+        return [self._call(ctx, ctx.flat_out[0])]
+
+    def _call(self, ctx: RunContext, dst) -> tuple:
         geo, wide, floats, tasks, fn = ctx.prepared
         x, scale = _numba_view(ctx, ctx.flat_in[0]), _numba_view(ctx, ctx.flat_in[1])
         has_zp = not floats and len(ctx.flat_in) > 2 and ctx.flat_in[2] is not None
         zp = _numba_view(ctx, ctx.flat_in[2]) if has_zp else x[:0]
+        return fn, (x, scale, zp, dst, geo, wide, has_zp, tasks)
+
+    def run(self, ctx: RunContext) -> None:
         out = ctx.flat_out[0]
-        dst = out if out.dtype == F32 else scratch(ctx, F32, (x.size,))
-        fn(x, scale, zp, dst, geo, wide, has_zp, tasks)
+        dst = out if out.dtype == F32 else scratch(ctx, F32, (out.size,))
+        fn, args = self._call(ctx, dst)
+        fn(*args)
         if dst is not out:
             np.copyto(out, dst, casting="unsafe")
 
@@ -434,14 +447,22 @@ class DynamicQuantizeLinear(OpKernel):
         ctx.set_output(1, F32, ())
         ctx.set_output(2, np.uint8, ())
 
-    def run(self, ctx: RunContext) -> None:
+    def jit_calls(self, ctx: RunContext):
         x = ctx.flat_in[0]
-        scale, zp = _dynamic_params(x, x.view(np.int32))
-        s, z = ctx.flat_out[1], ctx.flat_out[2]
-        s[0] = scale
-        z[0] = zp
-        _quantize_8bit(x, s[0], np.float32(zp), np.float32(0), np.float32(255),
-                       ctx.flat_out[0])     # float32 scalars
+        return [(_dynamic_quantize, (x, x.view(np.int32), *ctx.flat_out))]
+
+    def run(self, ctx: RunContext) -> None:
+        make_calls(self.jit_calls(ctx))
+
+
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
+def _dynamic_quantize(x, bits, y, scale, zero_point):
+    """DynamicQuantizeLinear: the scale and zero point of x (``bits``: x viewed as int32)
+    written to their outputs, y = x quantized with them (float32 scalars)."""
+    s, zp = _dynamic_params(x, bits)
+    scale[0] = s
+    zero_point[0] = np.uint8(zp)
+    _quantize_8bit(x, s, np.float32(zp), np.float32(0), np.float32(255), y)
 
 
 # ----------------------------------------------------------------------------- products
@@ -561,16 +582,19 @@ class _IntegerProduct(OpKernel):
         fn = micro_int.PRODUCT.get(False, rows * n * k >= PARALLEL_WORK)
         return ("int16", n, micro_int.address(), fn, packed, rows, k, mp, kp, np_)
 
-    def _integer_product(self, ctx: RunContext, geo, out):
+    def integer_calls(self, ctx: RunContext, geo, out, buffer) -> list:
+        """The integer path's calls (A packed, the product, C unpacked into ``out``), its
+        scratch from ``buffer(dtype, size)``."""
         _, n, addr, fn, packed, rows, k, mp, kp, np_ = geo
         za = ctx.flat_in[self.ZP[0]] if len(ctx.flat_in) > self.ZP[0] else None
         a = ctx.flat_in[self.IN[0]]
-        ap = scratch(ctx, np.int16, (mp * kp,))
-        micro_int.pack_a(a, np.zeros(1, a.dtype) if za is None else za, rows, k, mp, kp, ap)
-        c = scratch(ctx, I32, (mp * np_,))
-        fn(addr, ap, packed, c, mp, kp, np_, np_ // micro_int.NR, False,
-           mp // micro_int.MR * (np_ // micro_int.NR))
-        micro_int.unpack(c, np_, rows, n, out)
+        ap = buffer(np.int16, mp * kp)
+        c = buffer(I32, mp * np_)
+        return [(micro_int.pack_a, (a, np.zeros(1, a.dtype) if za is None else za, rows, k,
+                                    mp, kp, ap)),
+                (fn, (addr, ap, packed, c, mp, kp, np_, np_ // micro_int.NR, False,
+                      mp // micro_int.MR * (np_ // micro_int.NR))),
+                (micro_int.unpack, (c, np_, rows, n, out))]
 
     def _b(self, ctx: RunContext, b, zb, n):
         cached = self._wide_b
@@ -585,7 +609,7 @@ class _IntegerProduct(OpKernel):
     def product(self, ctx: RunContext, geo, out):
         """out = the product; ``geo`` from plan (geo[1] is N on both paths)."""
         if geo[0] == "int16":
-            self._integer_product(ctx, geo, out)
+            make_calls(self.integer_calls(ctx, geo, out, lambda dt, n: scratch(ctx, dt, (n,))))
             return
         m, n, k, runs, b_const = geo
         ia, ib = self.IN
@@ -607,6 +631,15 @@ class MatMulInteger(_IntegerProduct):
         shape, geo = self.plan(ctx)
         ctx.set_output(0, I32, shape)
         ctx.prepared = geo
+
+    def jit_calls(self, ctx: RunContext):
+        """The integer path's calls, their scratch the run state's (the float path needs
+        Python between its runs)."""
+        geo = ctx.prepared
+        if geo[0] != "int16":
+            return None
+        return self.integer_calls(ctx, geo, ctx.flat_out[0],
+                                  lambda dt, n: held_buffer(dt, (n,), ctx.held, "integer"))
 
     def run(self, ctx: RunContext) -> None:
         self.product(ctx, ctx.prepared, ctx.flat_out[0])

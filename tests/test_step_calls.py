@@ -216,3 +216,20 @@ def test_dynamic_quantization_steps_are_compiled_calls_with_their_runs_bits(mode
     compiled = {"DynamicQuantizeLinear", "DequantizeLinear", "Mul"} | \
         ({"MatMulInteger"} if micro_int.AVAILABLE else set())   # (else the float path)
     _each_step_calls_and_run(model, {"x": x}, mode, compiled)
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_integer_convolutions_are_compiled_calls_with_their_runs_bits(mode):
+    """ConvInteger with constant weights (the integer-tile path): one call per image and
+    group, its scratch the run state's."""
+    rng = np.random.default_rng(8)
+    nodes = [n("ConvInteger", ["x", "w", "xz", "wz"], ["y"], pads=[1, 1, 1, 1], group=2)]
+    inits = [const("w", rng.integers(0, 256, (32, 4, 3, 3), dtype=np.uint8)),
+             const("xz", np.array(7, np.uint8)), const("wz", np.array(128, np.uint8))]
+    model = make(nodes, [tensor("x", TensorProto.UINT8, [2, 8, 6, 6])], [tensor("y", 6, None)],
+                 inits)
+    x = rng.integers(0, 256, (2, 8, 6, 6), dtype=np.uint8)
+    from graphrt.kernels.gemm import micro_int
+    if not micro_int.AVAILABLE:
+        pytest.skip("no integer tiles on this CPU: ConvInteger takes the float path")
+    _each_step_calls_and_run(model, {"x": x}, mode, {"ConvInteger"})

@@ -38,10 +38,12 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
     if program is None:
         with compile_share.tables_deferred():
             calls = step_calls_of(plan, state)
+        # (a control-flow driver's calls are not the first run's: it takes the Python path)
+        first = [None if st.node.kernel.traps else c for st, c in zip(plan.steps, calls)]
         if plan.runs == 0:
             # a cold first run: two compilers
-            sharing, plan.cold_first = compile_share.start(calls)
-        compile_share.fill_tables(calls, sharing)   # (before any of the calls runs)
+            sharing, plan.cold_first = compile_share.start(first)
+        compile_share.fill_tables(first, sharing)   # (before any of the calls runs)
         state.calls = calls
         program = state.program = Program(plan, calls)
     if cancel is None:

@@ -75,7 +75,10 @@ def blocked(plan: ExecutionPlan, state) -> list:
             close()
             out.append((None, None, i))
             continue
+        traps = st.node.kernel.traps
         for fn, args in calls[i]:
+            if traps:       # (a control-flow driver: compiled now, not for a first run
+                compile_for(fn, args)                       # that runs the Python path)
             sig = trampolines.signature(fn, args)
             if sig is None:
                 close()
@@ -152,6 +155,11 @@ class Program:
         if self.plain is None:
             self.plain = blocked(plan, state)
         return self.plain
+
+
+def compile_for(fn, args) -> None:
+    """Compile (or load from the cache) ``fn``'s overload for the types of ``args``."""
+    fn.compile(tuple(fn.typeof_pyval(a) for a in args))
 
 
 def run_python(node, ctx, arena) -> None:

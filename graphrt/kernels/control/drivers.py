@@ -10,7 +10,6 @@ step's Python run is made instead (OpKernel.traps), and that run fills the recor
 """
 from __future__ import annotations
 
-import numba
 from numba import njit
 
 from ..core.trampolines import (byte_at, run_copies, run_record, store_byte, store_word,
@@ -57,10 +56,3 @@ def run_loop(trips, cond, armed, flag):
         run_copies(p, then)
         i += 1
     run_copies(p, leave)
-
-
-def compiled(fn, args: tuple) -> tuple:
-    """(fn, args), ``fn`` compiled (or loaded from the cache) for the types of ``args``: a
-    block calls only compiled overloads."""
-    fn.compile(tuple(numba.typeof(a) for a in args))
-    return fn, args

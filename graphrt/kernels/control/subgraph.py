@@ -13,7 +13,7 @@ from ...errors import ErrorKind, SessionError
 from ..core.base import InferContext, OpKernel, RunContext
 from ..core.trampolines import addressable, record
 from ..core.held import held_buffer
-from .drivers import compiled, run_branch, run_loop
+from .drivers import run_branch, run_loop
 
 
 class _BodyKernel(OpKernel):
@@ -113,7 +113,7 @@ class If(_BodyKernel):
         if not ctx.prepared or ctx.held is None or ctx.flag is None or \
                 cond.dtype != np.bool_ or cond.size != 1:
             return None
-        return [compiled(run_branch, (cond, self._records(ctx.held), ctx.flag))]
+        return [(run_branch, (cond, self._records(ctx.held), ctx.flag))]
 
     def _records(self, held: dict) -> np.ndarray:
         """The addresses of the else and then branches' records in this run state (0: not
@@ -204,7 +204,7 @@ class Loop(_BodyKernel):
         if trips.dtype != np.int64 or trips.size != 1 or cond.dtype != np.bool_ or \
                 cond.size != 1:
             return None
-        return [compiled(run_loop, (trips, cond, self._armed(ctx.held), ctx.flag))]
+        return [(run_loop, (trips, cond, self._armed(ctx.held), ctx.flag))]
 
     def _armed(self, held: dict) -> np.ndarray:
         """[the address of the loop's record in this run state, or 0]."""

@@ -145,7 +145,6 @@ def _build(missing: dict) -> None:
 
 def _emit(context, module, name: str, argtypes: tuple) -> None:
     """The trampoline for ``argtypes`` (the module docstring), as function ``name``."""
-    from numba.np.arrayobj import populate_array
     fn = ir.Function(module, _FNTY, name)
     builder = ir.IRBuilder(fn.append_basic_block())
     addr, row = fn.args
@@ -163,11 +162,7 @@ def _emit(context, module, name: str, argtypes: tuple) -> None:
             strides = [ir.Constant(_I64, item)] * ty.ndim
             for d in range(ty.ndim - 2, -1, -1):
                 strides[d] = builder.mul(strides[d + 1], shape[d + 1])
-            ary = context.make_array(ty)(context, builder)
-            populate_array(ary, data=builder.inttoptr(word(pos), dtype.as_pointer()),
-                           shape=shape, strides=strides, itemsize=ir.Constant(_I64, item),
-                           meminfo=None)
-            values.append(ary._getvalue())
+            values.append(_array_value(context, builder, ty, word(pos), shape, strides, item))
             pos += 1 + ty.ndim
         elif isinstance(ty, types.Float):
             value = builder.bitcast(word(pos), ir.DoubleType())
@@ -192,6 +187,40 @@ def _emit(context, module, name: str, argtypes: tuple) -> None:
     returned = builder.or_(builder.icmp_signed("==", code, ir.Constant(code.type, 0)),
                            builder.icmp_signed("==", code, ir.Constant(code.type, -2)))
     builder.ret(builder.select(returned, ir.Constant(_I32, 0), ir.Constant(_I32, 1)))
+
+
+def _array_value(context, builder, ty, address, shape, strides, itemsize):
+    """numba's value of an array of type ``ty`` over the memory at ``address`` (an int64),
+    built field by field from its data model: no meminfo, no parent. (numba's own helpers
+    for this look up functions in the target context, whose first lookup imports every
+    lowering registry numba has: about 0.3 s a process.)"""
+    model = context.data_model_manager[ty]
+    value = ir.Constant(model.get_value_type(), ir.Undefined)
+
+    def put(field, v):
+        nonlocal value
+        pos = model.get_field_position(field)
+        value = builder.insert_value(value, v, pos)
+
+    def tuple_of(field, items):
+        t = model.get_value_type().elements[model.get_field_position(field)]
+        out = ir.Constant(t, ir.Undefined)
+        for d, v in enumerate(items):
+            out = builder.insert_value(out, v, d)
+        return out
+
+    elements = model.get_value_type().elements
+    nitems = ir.Constant(_I64, 1)
+    for v in shape:
+        nitems = builder.mul(nitems, v)
+    put("meminfo", ir.Constant(elements[model.get_field_position("meminfo")], None))
+    put("parent", ir.Constant(elements[model.get_field_position("parent")], None))
+    put("nitems", nitems)
+    put("itemsize", ir.Constant(_I64, itemsize))
+    put("data", builder.inttoptr(address, elements[model.get_field_position("data")]))
+    put("shape", tuple_of("shape", shape))
+    put("strides", tuple_of("strides", strides))
+    return value
 
 
 @intrinsic

@@ -30,7 +30,8 @@ import numba
 from numba import njit, prange
 
 from ...errors import ErrorKind
-from ..core.base import InferContext, NodeInfo, OpKernel, RunContext, scratch
+from ..core.base import InferContext, NodeInfo, OpKernel, RunContext, make_calls, scratch
+from ..core.held import held_buffer
 from ..core.floats import F32, F64, widen
 from ..core.jit import Variants
 from ..gemm import micro_int
@@ -273,6 +274,21 @@ class ConvInteger(OpKernel):
     def _tile_product(self, ctx: RunContext, t: _Tiles, out, requant=None):
         """out (NCHW) = the integer-tile convolution (+ the int32 bias, if any): int32, or
         requantized with ``requant`` = Requantized.requant_args' values."""
+        work = scratch(ctx, I32, (numba.config.NUMBA_NUM_THREADS, t.work))
+        make_calls(self.tile_calls(ctx, t, out, work, requant))
+
+    def jit_calls(self, ctx: RunContext):
+        """The integer-tile path's calls (one per image and group), their scratch the run
+        state's; None on the float path."""
+        t = ctx.prepared
+        if not isinstance(t, _Tiles):
+            return None
+        work = held_buffer(I32, (numba.config.NUMBA_NUM_THREADS, t.work), ctx.held,
+                           "conv integer")
+        return self.tile_calls(ctx, t, ctx.flat_out[0], work)
+
+    def tile_calls(self, ctx: RunContext, t: _Tiles, out, work, requant=None) -> list:
+        """_tile_product's calls, with ``work`` its per-thread scratch."""
         flat = ctx.flat_in
         x = flat[self.X]
         xzp = flat[self.XZP] if len(flat) > self.XZP and flat[self.XZP] is not None else \
@@ -285,15 +301,13 @@ class ConvInteger(OpKernel):
         else:
             fn = REQUANTIZED_BLOCKS.get(False, t.parallel)
             mult, off, yzp, lo, hi = requant
-        work = scratch(ctx, I32, (numba.config.NUMBA_NUM_THREADS, t.work))
         addr = micro_int.address()
         cg = t.c // t.groups
         blocks = -(-(t.p // int(t.geo[OW])) // t.pb)
-        for n in range(t.images):
-            for gi in range(t.groups):
-                fn(addr, x, xzp, t.geo, t.taps, (n * t.c + gi * cg) * t.in_size, t.kp, t.p,
-                   t.pb, t.ld, t.a[gi], t.mp, t.mg, bias, gi * t.mg, out, (n * t.m + gi * t.mg) * t.p,
-                   mult, off, yzp, lo, hi, work, blocks)
+        return [(fn, (addr, x, xzp, t.geo, t.taps, (n * t.c + gi * cg) * t.in_size, t.kp, t.p,
+                      t.pb, t.ld, t.a[gi], t.mp, t.mg, bias, gi * t.mg, out,
+                      (n * t.m + gi * t.mg) * t.p, mult, off, yzp, lo, hi, work, blocks))
+                for n in range(t.images) for gi in range(t.groups)]
 
     def convolve(self, ctx: RunContext, plan, out=None):
         """The exact integer sums: into ``out`` (int32) on the integer-tile path, else as

@@ -9,7 +9,8 @@ import graphrt
 from graphrt.kernels.core import trampolines
 from graphrt.plan import program
 
-from .test_control_flow import if_model
+from ...models import F, const, make, tensor
+from .test_control_flow import B, I64, graph, if_model, n, trading_loop
 
 
 def _idle_state(sess):
@@ -67,12 +68,6 @@ def test_a_record_copies_in_runs_its_block_and_stops_at_a_set_flag():
     assert dst.tolist() == [0, 1, 2]
 
 
-from onnx import helper  # noqa: E402
-
-from ...models import F, const, make, tensor  # noqa: E402
-from .test_control_flow import B, I64, _two_carried_loop, graph, n  # noqa: E402
-
-
 def _loop_armed(sess) -> bool:
     plan, state = _idle_state(sess)
     kernel = next(st.node.kernel for st in plan.steps if st.node.info.op_type == "Loop")
@@ -85,13 +80,7 @@ def _loop_armed(sess) -> bool:
 def test_a_loop_runs_its_iterations_from_a_block(kind):
     """Carried values that trade places (outputs in other carried inputs' blocks): the
     compiled iterations give the plain loop's values for every trip count, zero included."""
-    if kind == "swap":
-        model = _two_carried_loop([n("Identity", ["bi"], ["a2"]), n("Identity", ["ai"], ["b2"])],
-                                  ["a2", "b2"])
-    else:
-        model = _two_carried_loop([n("Identity", ["bi"], ["a2"]), n("Add", ["ai", "bi"], ["b2"])],
-                                  ["a2", "b2"])
-    sess = graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=1))
+    sess = graphrt.Session(trading_loop(kind), graphrt.SessionOptions(intra_op_threads=1))
     a0, b0 = np.arange(4, dtype=np.float32), np.arange(10, 14, dtype=np.float32)
     for trips in (3, 1, 0, 5, 2, 7, 0):
         a, b = a0, b0

@@ -323,17 +323,19 @@ def _two_carried_loop(outs_nodes, outs):
                 [tensor("a", F, [4]), tensor("b", F, [4])])
 
 
+def trading_loop(kind: str):
+    """Two carried values that trade places each iteration ("swap"), or whose second is
+    their sum ("fibonacci")."""
+    second = n("Identity", ["ai"], ["b2"]) if kind == "swap" else n("Add", ["ai", "bi"], ["b2"])
+    return _two_carried_loop([n("Identity", ["bi"], ["a2"]), second], ["a2", "b2"])
+
+
 @pytest.mark.parametrize("trips", [1, 2, 5])
 @pytest.mark.parametrize("kind", ["swap", "fibonacci"])
 def test_loop_carried_values_that_trade_places(kind, trips):
     """An iteration's outputs may be views of (or lie in the blocks of) other carried inputs:
     writing the next iteration's inputs must not overwrite an output still to be read."""
-    if kind == "swap":
-        model = _two_carried_loop([n("Identity", ["bi"], ["a2"]), n("Identity", ["ai"], ["b2"])],
-                                  ["a2", "b2"])
-    else:
-        model = _two_carried_loop([n("Identity", ["bi"], ["a2"]), n("Add", ["ai", "bi"], ["b2"])],
-                                  ["a2", "b2"])
+    model = trading_loop(kind)
     a, b = np.arange(4, dtype=np.float32), np.arange(10, 14, dtype=np.float32)
     feeds = {"M": np.array(trips, np.int64), "a0": a, "b0": b}
     for _ in range(trips):      # (onnx's reference evaluator hands back a0 and b0 here)

@@ -233,3 +233,23 @@ def test_integer_convolutions_are_compiled_calls_with_their_runs_bits(mode):
     if not micro_int.AVAILABLE:
         pytest.skip("no integer tiles on this CPU: ConvInteger takes the float path")
     _each_step_calls_and_run(model, {"x": x}, mode, {"ConvInteger"})
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_pad_expand_and_tile_are_compiled_calls_with_their_runs_bits(mode):
+    """Data movement of every element width, a float64 pad value whose bits have the sign
+    bit set (-0.0: a uint64 word above 2**63 in the call's row)."""
+    rng = np.random.default_rng(9)
+    nodes = [n("Pad", ["x", "pads", "v"], ["p"], mode="constant"),
+             n("Expand", ["x", "shape"], ["e"]),
+             n("Tile", ["x", "reps"], ["t"]),
+             n("Pad", ["x", "pads"], ["r"], mode="reflect")]
+    inits = [const("pads", np.array([1, 0, 2, 1], np.int64)), const("v", np.array(-0.0)),
+             const("shape", np.array([2, 3, 4], np.int64)),
+             const("reps", np.array([2, 3], np.int64))]
+    model = make(nodes, [tensor("x", TensorProto.DOUBLE, [3, 4])],
+                 [tensor(o, TensorProto.DOUBLE, None) for o in ("p", "e", "t", "r")], inits)
+    x = rng.standard_normal((3, 4))
+    _each_step_calls_and_run(model, {"x": x}, mode, {"Pad", "Expand", "Tile"})
+    got = graphrt.Session(model).run(None, {"x": x})[0]
+    assert np.signbit(got[0, 0]) and got[0, 0] == 0 and np.array_equal(got[1:4, :4], x)

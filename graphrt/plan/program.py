@@ -119,17 +119,22 @@ class Block:
     def __call__(self) -> None:
         k = self._run(self.prog, self.row, self.flag, 0, self.n)
         while k >= 0:
-            self.failed(k)          # (returns only after a trap's Python run)
-            k = self._run(self.prog, self.row, self.flag, k + 1, self.n)
+            k = self.failed(k)      # (returns only after a trap's Python run)
+            k = self._run(self.prog, self.row, self.flag, k, self.n)
 
-    def failed(self, k: int) -> None:
+    def failed(self, k: int) -> int:
+        """Call k raised or found the flag set: raise the SessionError, or after a trap's
+        Python run the index of the next step's first call."""
         node = self.nodes[k]
         if self.flag[0]:
             raise SessionError(ErrorKind.CANCELLED, "the run was cancelled", node.info.name)
         if node.kernel.traps and self._state is not None:
             state = self._state
-            run_python(node, state.contexts[self.steps[k]], state.arena)
-            return
+            step = self.steps[k]
+            run_python(node, state.contexts[step], state.arena)
+            while k < self.n and self.steps[k] == step:
+                k += 1
+            return k
         fn, args = self.calls[k]
         try:
             fn(*args)

@@ -90,7 +90,8 @@ def row_of(args) -> list:
         elif isinstance(a, (float, np.floating)):
             row.append(struct.unpack("<q", struct.pack("<d", float(a)))[0])
         else:
-            row.append(int(a))
+            v = int(a)
+            row.append(v - (1 << 64) if v >= 1 << 63 else v)   # (a uint64's bits)
     return row
 
 

@@ -18,7 +18,7 @@ import math
 import numpy as np
 from numba import prange
 
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, make_calls
 from ..core.broadcast import BLOCK, PARALLEL_MIN, broadcast_shape, element_strides
 from ..core.jit import Variants
 from ..core.words import word_of
@@ -90,6 +90,15 @@ class AxisMaps:
         self.tasks = (size // inner) * -(-inner // self.block) if inner else 0
         self.fn = _AXIS_MAPS.get(False, parallel)
 
+    def calls(self, x: np.ndarray, out: np.ndarray):
+        """The fill as compiled calls (OpKernel.jit_calls); None for a type numpy moves."""
+        if self.word is None:
+            return None
+        if not self.tasks:
+            return []
+        return [(self.fn, (x.view(self.word), out.view(self.word), self.shape, self.table,
+                           self.starts, self.value, self.block, self.tasks))]
+
     def __call__(self, x: np.ndarray, out: np.ndarray) -> None:
         """``x`` and ``out`` are 1-D."""
         if self.word is None:
@@ -99,9 +108,7 @@ class AxisMaps:
             src = x.reshape(self.in_shape)[np.ix_(*[m[v] for m, v in zip(self.maps, valid)])]
             y[np.ix_(*valid)] = src
             return
-        if self.tasks:
-            self.fn(x.view(self.word), out.view(self.word), self.shape, self.table, self.starts,
-                    self.value, self.block, self.tasks)
+        make_calls(self.calls(x, out))
 
 
 _MODES = ("constant", "reflect", "edge", "wrap")
@@ -186,6 +193,9 @@ class Pad(OpKernel):
         ctx.set_output(0, dt, [m.size for m in maps])
         ctx.prepared = AxisMaps(dt, shape, maps, value)
 
+    def jit_calls(self, ctx: RunContext):
+        return ctx.prepared.calls(ctx.flat_in[0], ctx.flat_out[0])
+
     def run(self, ctx: RunContext) -> None:
         ctx.prepared(ctx.flat_in[0], ctx.flat_out[0])
 
@@ -216,6 +226,9 @@ class Expand(OpKernel):
         ctx.set_output(0, dt, out)
         ctx.prepared = Window(dt, out, element_strides(shape, out))
 
+    def jit_calls(self, ctx: RunContext):
+        return ctx.prepared.calls(ctx.flat_in[0], ctx.flat_out[0])
+
     def run(self, ctx: RunContext) -> None:
         ctx.prepared(ctx.flat_in[0], ctx.flat_out[0])
 
@@ -239,6 +252,9 @@ class Tile(OpKernel):
         split = [e for pair in zip(reps, shape) for e in pair]
         strides = [e for s in c_strides(shape) for e in (0, s)]
         ctx.prepared = Window(dt, split, strides)
+
+    def jit_calls(self, ctx: RunContext):
+        return ctx.prepared.calls(ctx.flat_in[0], ctx.flat_out[0])
 
     def run(self, ctx: RunContext) -> None:
         ctx.prepared(ctx.flat_in[0], ctx.flat_out[0])

@@ -122,6 +122,14 @@ class Window:
         make_calls(calls)
 
 
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+def _check_indices(idx, n):
+    """Raise unless every index lies in [-n, n) (check_range, compiled)."""
+    for i in range(idx.size):
+        if idx[i] < -n or idx[i] >= n:
+            raise IndexError("an index is out of range")
+
+
 def _take(x, idx, out, n, inner, m, tasks):
     for t in prange(tasks):
         o = t // m
@@ -194,10 +202,17 @@ class Gather(_AlongAxis):
         take = Take(dt, math.prod(shape[:axis]), n, math.prod(shape[axis + 1:]), math.prod(ishape))
         ctx.prepared = (take, known is not None)
 
+    # run-time indices: a compiled check raises for one out of range, and the step's run,
+    # made in its place (a trap), raises the SessionError saying which
+    traps = True
+
     def jit_calls(self, ctx: RunContext):
-        """Constant indices only (checked once, at plan time)."""
+        """The take; before it, for run-time indices, their check."""
         take, checked = ctx.prepared
-        return take.calls(*ctx.flat_in[:2], ctx.flat_out[0]) if checked else None
+        calls = take.calls(*ctx.flat_in[:2], ctx.flat_out[0])
+        if calls is None or checked:
+            return calls
+        return [(_check_indices, (ctx.flat_in[1], take.n))] + calls
 
     def run(self, ctx: RunContext) -> None:
         take, checked = ctx.prepared

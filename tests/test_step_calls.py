@@ -253,3 +253,25 @@ def test_pad_expand_and_tile_are_compiled_calls_with_their_runs_bits(mode):
     _each_step_calls_and_run(model, {"x": x}, mode, {"Pad", "Expand", "Tile"})
     got = graphrt.Session(model).run(None, {"x": x})[0]
     assert np.signbit(got[0, 0]) and got[0, 0] == 0 and np.array_equal(got[1:4, :4], x)
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_static_quantization_steps_are_compiled_calls_with_their_runs_bits(mode):
+    """QuantizeLinear (one float32 scale, an 8-bit zero point), QLinearConv with constant
+    scales and zero points (the integer tiles, requantized in their epilogue) and
+    DequantizeLinear."""
+    rng = np.random.default_rng(10)
+    nodes = [n("QuantizeLinear", ["x", "xs", "xz"], ["xq"]),
+             n("QLinearConv", ["xq", "xs", "xz", "w", "ws", "wz", "ys", "yz"], ["yq"],
+               pads=[1, 1, 1, 1]),
+             n("DequantizeLinear", ["yq", "ys", "yz"], ["y"])]
+    inits = [const("xs", np.array(0.05, np.float32)), const("xz", np.array(120, np.uint8)),
+             const("w", rng.integers(-100, 100, (16, 8, 3, 3), dtype=np.int8)),
+             const("ws", np.array(0.01, np.float32)), const("wz", np.array(0, np.int8)),
+             const("ys", np.array(0.2, np.float32)), const("yz", np.array(128, np.uint8))]
+    model = make(nodes, [tensor("x", F, [1, 8, 6, 6])], [tensor("y", F, None)], inits)
+    x = rng.standard_normal((1, 8, 6, 6)).astype(np.float32)
+    from graphrt.kernels.gemm import micro_int
+    compiled = {"QuantizeLinear", "DequantizeLinear"} | \
+        ({"QLinearConv"} if micro_int.AVAILABLE else set())     # (else the float path)
+    _each_step_calls_and_run(model, {"x": x}, mode, compiled)

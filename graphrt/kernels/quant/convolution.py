@@ -350,10 +350,22 @@ class QLinearConv(ConvInteger, Requantized):
         shape, plan = self.conv_plan(ctx)
         out, mult = self.requant_plan(ctx, shape[1], "output channel")
         ctx.set_output(0, out, shape)
-        ctx.prepared = (plan, mult, math.prod(shape[2:]), shape[1])
+        fixed_zp = not ctx.has_input(self.Y_ZP) or ctx.value(self.Y_ZP) is not None
+        ctx.prepared = (plan, mult, math.prod(shape[2:]), shape[1], fixed_zp)
+
+    def jit_calls(self, ctx: RunContext):
+        """The integer-tile path's calls with the requantization in their epilogue, where
+        the scales and the output's zero point are constants (the requantization's values
+        made once); None otherwise."""
+        plan, mult, _inner, _channels, fixed_zp = ctx.prepared
+        if not isinstance(plan, _Tiles) or mult is None or not fixed_zp:
+            return None
+        work = held_buffer(I32, (numba.config.NUMBA_NUM_THREADS, plan.work), ctx.held,
+                           "conv integer")
+        return self.tile_calls(ctx, plan, ctx.flat_out[0], work, self.requant_args(ctx, mult))
 
     def run(self, ctx: RunContext) -> None:
-        plan, mult, inner, channels = ctx.prepared
+        plan, mult, inner, channels, _fixed_zp = ctx.prepared
         if isinstance(plan, _Tiles):
             self._tile_product(ctx, plan, ctx.flat_out[0], self.requant_args(ctx, mult))
             return

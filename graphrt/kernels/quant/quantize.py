@@ -321,13 +321,20 @@ class QuantizeLinear(_Linear):
         ctx.prepared = (geo, lo, hi, carrier, fmt, out not in FLOAT8, limit, n,
                         _QUANTIZE.get(ctx.exact, _par(n)), simple)
 
+    def jit_calls(self, ctx: RunContext):
+        """The common case's one call: _quantize_8bit on the one scale and zero point."""
+        geo, lo, hi, carrier, fmt, use_zp, limit, n, fn, simple = ctx.prepared
+        if not simple:
+            return None
+        zp = ctx.flat_in[2] if len(ctx.flat_in) > 2 and ctx.flat_in[2] is not None else \
+            np.zeros(0, ctx.flat_out[0].dtype)
+        return [(_quantize_one_scale, (ctx.flat_in[0], ctx.flat_in[1], zp, np.float32(lo),
+                                       np.float32(hi), ctx.flat_out[0]))]
+
     def run(self, ctx: RunContext) -> None:
         geo, lo, hi, carrier, fmt, use_zp, limit, n, fn, simple = ctx.prepared
         if simple:
-            zp = ctx.flat_in[2] if len(ctx.flat_in) > 2 and ctx.flat_in[2] is not None else None
-            _quantize_8bit(ctx.flat_in[0], ctx.flat_in[1][0],
-                           np.float32(0 if zp is None else zp[0]), np.float32(lo),
-                           np.float32(hi), ctx.flat_out[0])
+            make_calls(self.jit_calls(ctx))
             return
         x, scale = _numba_view(ctx, ctx.flat_in[0]), _numba_view(ctx, ctx.flat_in[1])
         has_zp = use_zp and len(ctx.flat_in) > 2 and ctx.flat_in[2] is not None
@@ -433,6 +440,14 @@ def _quantize_8bit(x, scale, zp, lo, hi, out):
     for i in range(x.size):
         q = np.rint(x[i] / scale) + zp
         out[i] = lo if not q >= lo else hi if q > hi else q
+
+
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
+def _quantize_one_scale(x, scale, zp, lo, hi, out):
+    """_quantize_8bit with the scale and the zero point (0 when ``zp`` is empty) read from
+    their one-element arrays."""
+    z = np.float32(zp[0]) if zp.size else np.float32(0)
+    _quantize_8bit(x, scale[0], z, lo, hi, out)
 
 
 class DynamicQuantizeLinear(OpKernel):

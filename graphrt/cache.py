@@ -1,8 +1,6 @@
 """Where graphrt keeps what it compiles, and the numba cache locator that puts it there.
 
     <root>/kernels/<folder of the source inside graphrt>/   numba's index and data files
-    <root>/schedules/                                     generated schedule modules
-                                                          (or GRAPHRT_SCHEDULE_DIR)
 
 ``root``: GRAPHRT_CACHE_DIR if set, else ``$XDG_CACHE_HOME/graphrt`` (default
 ``~/.cache/graphrt``). Where only NUMBA_CACHE_DIR is set, kernels go to
@@ -61,9 +59,9 @@ def kernels_dir() -> str:
     return os.path.join(root(), "kernels")
 
 
-def schedules_dir() -> str:
-    """GRAPHRT_SCHEDULE_DIR (the schedules alone, e.g. to isolate them) or <root>/schedules."""
-    return os.environ.get("GRAPHRT_SCHEDULE_DIR") or os.path.join(root(), "schedules")
+def _old_schedules_dir() -> str:
+    """Where graphrt before its one run path kept generated schedule modules (cleared)."""
+    return os.path.join(root(), "schedules")
 
 
 class KernelLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
@@ -278,10 +276,10 @@ def _files(folder: str):
 
 
 def info() -> dict:
-    """What the cache holds: per part (kernels, schedules) its folder, files and bytes, and
-    for kernels the number of compiled specialisations (numba data files)."""
+    """What the cache holds: for its kernels, the folder, files and bytes, and the number of
+    compiled specialisations (numba data files)."""
     out = {}
-    for part, folder in (("kernels", kernels_dir()), ("schedules", schedules_dir())):
+    for part, folder in (("kernels", kernels_dir()),):
         files = list(_files(folder)) if os.path.isdir(folder) else []
         out[part] = {"folder": folder, "files": len(files),
                      "bytes": sum(os.path.getsize(f) for f in files if os.path.exists(f)),
@@ -290,10 +288,11 @@ def info() -> dict:
 
 
 def clear() -> list[str]:
-    """Remove the kernel and schedule folders; the folders removed."""
+    """Remove the kernel folder (and an older graphrt's schedule folder); the folders
+    removed."""
     gone = []
     KernelLocator.ensured.clear()
-    for folder in (kernels_dir(), schedules_dir()):
+    for folder in (kernels_dir(), _old_schedules_dir()):
         if os.path.isdir(folder):
             shutil.rmtree(folder)
             gone.append(folder)

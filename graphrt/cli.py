@@ -127,7 +127,7 @@ def _parser() -> argparse.ArgumentParser:
     c.set_defaults(func=_warmup)
 
     c = sub.add_parser("cache", help="Show or clear graphrt's compiled-code cache.",
-                       description="graphrt's compiled kernels and schedules (GRAPHRT_CACHE_DIR, "
+                       description="graphrt's compiled kernels (GRAPHRT_CACHE_DIR, "
                        "default ~/.cache/graphrt).")
     c.add_argument("action", choices=("info", "clear"))
     c.set_defaults(func=_cache)

@@ -31,7 +31,7 @@ def test_warm_run_allocates_no_tensor_buffers():
     model.run_into(x, out)               # warm: plan made, state pooled
     y = np.empty_like(x)
     sess.run(None, {"x": x}, out={"y": y})
-    wait_for_schedules(sess)             # the jitted schedule: compiled, and now used
+    wait_for_schedules(sess)             # (the parallel kernels a provisional plan left)
 
     def runs():
         for _ in range(5):

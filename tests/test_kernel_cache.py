@@ -207,7 +207,6 @@ def test_the_compile_notice_shows_where_asked_and_only_there(tmp_path):
 def test_cache_info_and_clear(tmp_path, monkeypatch, capsys):
     from graphrt.cli import main
     monkeypatch.setenv("GRAPHRT_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("GRAPHRT_SCHEDULE_DIR", raising=False)
     (tmp_path / "kernels" / "graphrt").mkdir(parents=True)
     (tmp_path / "kernels" / "graphrt" / "f-1.py311.1.nbc").write_bytes(b"x" * 100)
     (tmp_path / "schedules").mkdir()

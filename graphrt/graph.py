@@ -103,6 +103,10 @@ class CompiledGraph:
                 raise SessionError(ErrorKind.INVALID_MODEL, f"output {info.name!r} is never computed")
             self.outputs.append(info)
             self.output_ids.append(ids[info.name])
+        # a top graph whose inputs and outputs are all tensors: its runs' plan keys and
+        # outputs need no look for packed values (a body's captured values may be any kind)
+        self.tensors_only = not is_body and all(
+            i.kind == "tensor" for i in self.inputs + self.outputs)
         # the model's own statements of value types (value_info and the outputs): checked
         # against the shapes a plan computes, and only logged where they disagree
         self.declared = {ids[i.name]: i for i in list(g.value_info.values()) + self.outputs

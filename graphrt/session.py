@@ -1,6 +1,7 @@
 """Session: named inputs and outputs, thread-safe runs (docs/contract.md section 4)."""
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Mapping
 
@@ -119,6 +120,8 @@ class Session:
     def _deliver_all(self, plan, values) -> list:
         """Every graph output, in order, for a run without out buffers."""
         graph = plan.graph
+        if graph.tensors_only:          # (the common case: copies, nothing to unpack)
+            return [values[vid].copy() for vid in graph.output_ids]
         return [self._deliver(plan, values, vid, info.name, None, False)
                 for vid, info in zip(graph.output_ids, graph.outputs)]
 
@@ -334,7 +337,7 @@ def _check_buffer(buf, name: str, dtype, shape, span: bool) -> None:
     if not buf.flags.writeable:
         raise SessionError(ErrorKind.INVALID_INPUT, f"the buffer for output {name!r} is read-only")
     if span:
-        need = int(np.prod(shape, dtype=np.int64))
+        need = math.prod(shape)
         if not buf.flags.c_contiguous:
             raise SessionError(ErrorKind.INVALID_INPUT, f"the buffer for output {name!r} must be C-contiguous")
         if buf.size < need:

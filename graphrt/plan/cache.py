@@ -150,7 +150,7 @@ class PlanCache:
             PLAN_THREADS.reset(token)
 
     def _run(self, arrays, deliver, keep, cancel, precheck, profile, threads):
-        entry = self.acquire(signature(arrays), keep)
+        entry = self.acquire(signature(arrays, not self.graph.tensors_only), keep)
         provisional = entry.provisional
         if provisional is None:
             return self._run_entry(entry, arrays, deliver, cancel, precheck, profile, threads)
@@ -230,7 +230,7 @@ class HeldRuns:
         self.cache, self.keep, self.key, self.entry, self.state = cache, keep, None, None, None
 
     def run(self, arrays: list, deliver: Callable, cancel=None):
-        key = signature(arrays)
+        key = signature(arrays, not self.cache.graph.tensors_only)
         if key != self.key:
             self.close()
             self.entry = self.cache.acquire(key, self.keep)
@@ -256,8 +256,11 @@ class HeldRuns:
         self.close()
 
 
-def signature(arrays) -> tuple:
-    """The plan key of a list of inputs: packed values are keyed by kind, not by size."""
+def signature(arrays, packed_inputs: bool = True) -> tuple:
+    """The plan key of a list of inputs: packed values (where ``packed_inputs``: the graph
+    has inputs of other kinds than tensors) are keyed by kind, not by size."""
+    if not packed_inputs:
+        return tuple((a.dtype, a.shape) for a in arrays)
     return tuple((a.dtype, None if packed.is_packed(a) else a.shape) for a in arrays)
 
 

@@ -6,6 +6,7 @@ from time import perf_counter
 import numpy as np
 
 from ..errors import ErrorKind, SessionError
+from ..kernels.control.drivers import DRIVERS
 from ..kernels.core.base import InferContext, RunContext
 from . import compile_share
 from .build import DYNAMIC, ExecutionPlan, infer_kernel, kernel_failure, run_kernel
@@ -39,7 +40,7 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
         with compile_share.tables_deferred():
             calls = step_calls_of(plan, state)
         # (a control-flow driver's calls are not the first run's: it takes the Python path)
-        first = [None if st.node.kernel.traps else c for st, c in zip(plan.steps, calls)]
+        first = [None if c and c[0][0] in DRIVERS else c for c in calls]
         if plan.runs == 0:
             # a cold first run: two compilers
             sharing, plan.cold_first = compile_share.start(first)

@@ -56,3 +56,6 @@ def run_loop(trips, cond, armed, flag):
         run_copies(p, then)
         i += 1
     run_copies(p, leave)
+
+
+DRIVERS = frozenset((run_branch, run_loop))     # (a first run's compile sharing leaves them)

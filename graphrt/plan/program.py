@@ -24,6 +24,7 @@ import numpy as np
 
 from ..errors import ErrorKind, SessionError
 from ..kernels.core import trampolines
+from ..kernels.core.by_address import overload_address
 from ..kernels.core.base import step_calls
 from .build import ExecutionPlan, kernel_failure, run_kernel
 
@@ -104,7 +105,7 @@ class Block:
         addresses = trampolines.trampolines([sig for *_, sig in pending])
         prog, row = [], []
         for (_i, fn, args, sig), tramp in zip(pending, addresses):
-            prog += [tramp, trampolines.target(fn, sig), len(row)]
+            prog += [tramp, overload_address(fn, sig), len(row)]
             row += trampolines.row_of(args)
         self.prog = np.array(prog, dtype=np.int64)
         self.row = np.array(row + [0], dtype=np.int64)

@@ -11,7 +11,7 @@ import numpy as np
 from ... import dtypes as _dt, packed
 from ...errors import ErrorKind, SessionError
 from ..core.base import InferContext, OpKernel, RunContext
-from ..core.trampolines import addressable, record
+from ..core.trampolines import addressable, copy_words, record
 from ..core.held import held_buffer
 from .drivers import run_branch, run_loop
 
@@ -36,12 +36,20 @@ class _BodyKernel(OpKernel):
         return list(ctx.inputs[ctx.node.n_inputs:])
 
 
-def _same_block(dst, src) -> bool:
+def _copyable(dst, src) -> bool:
     """Whether a copy of ``src`` into ``dst`` can be made by address: both addressable
     arrays of one type and size."""
     return isinstance(src, np.ndarray) and isinstance(dst, np.ndarray) and \
         addressable(src) and addressable(dst) and src.dtype == dst.dtype and \
         src.nbytes == dst.nbytes
+
+
+def _slots(held: dict, key, n: int) -> np.ndarray:
+    """``n`` int64 words the run state keeps under ``key``, zeros when first asked for."""
+    words = held.get(key)
+    if words is None:
+        words = held[key] = np.zeros(n, np.int64)
+    return words
 
 
 def _held(ctx: RunContext, use: str, dtype, value) -> np.ndarray:
@@ -53,13 +61,11 @@ def _held(ctx: RunContext, use: str, dtype, value) -> np.ndarray:
 
 def _loop_record(arrays, lists) -> np.ndarray:
     """drivers.run_loop's record: the addresses of ``arrays`` (the body's record, its index,
-    condition-in and condition-out values; 0 for None), then each list of (dst, src) copies
-    as its length and (dst, src, nbytes) triples."""
+    condition-in and condition-out values; 0 for None), then each list of (dst, src)
+    copies."""
     words = [0 if a is None else a.ctypes.data for a in arrays]
     for pairs in lists:
-        words.append(len(pairs))
-        for dst, src in pairs:
-            words += [dst.ctypes.data, src.ctypes.data, src.nbytes]
+        words += copy_words(pairs)
     return np.array(words, dtype=np.int64)
 
 
@@ -118,10 +124,7 @@ class If(_BodyKernel):
     def _records(self, held: dict) -> np.ndarray:
         """The addresses of the else and then branches' records in this run state (0: not
         armed)."""
-        records = held.get((self, "records"))
-        if records is None:
-            records = held[(self, "records")] = np.zeros(2, np.int64)
-        return records
+        return _slots(held, (self, "records"), 2)
 
     def _arm(self, ctx: RunContext, b: int) -> None:
         """Arm branch b's record, when its run in this state is compiled calls only and
@@ -139,7 +142,7 @@ class If(_BodyKernel):
             return
         into = [(buf, x) for buf, x in zip(ins, captured) if buf is not None]
         out = list(zip(ctx.outputs, outs))
-        if not all(_same_block(d, s) for d, s in into + out):
+        if not all(_copyable(d, s) for d, s in into + out):
             return
         rec = ctx.held[(self, "record", b)] = record(block, into, out)
         records[b] = rec.ctypes.data
@@ -208,10 +211,7 @@ class Loop(_BodyKernel):
 
     def _armed(self, held: dict) -> np.ndarray:
         """[the address of the loop's record in this run state, or 0]."""
-        armed = held.get((self, "armed"))
-        if armed is None:
-            armed = held[(self, "armed")] = np.zeros(1, np.int64)
-        return armed
+        return _slots(held, (self, "armed"), 1)
 
     def _arm(self, ctx: RunContext) -> None:
         """Make the loop's record (drivers.run_loop) when the body's run in this state is
@@ -231,7 +231,7 @@ class Loop(_BodyKernel):
                  if b is not None]
         carry = list(zip(ins[2:2 + nc], outs[1:]))
         leave = list(zip(ctx.outputs, ins[2:2 + nc]))
-        if not all(_same_block(d, s) for d, s in stage + carry + leave) or \
+        if not all(_copyable(d, s) for d, s in stage + carry + leave) or \
                 any(not isinstance(b, np.ndarray) or b.dtype != np.bool_
                     for b in (ins[1], outs[0]) if b is not None):
             return

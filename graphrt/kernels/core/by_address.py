@@ -27,7 +27,12 @@ def address(dispatcher, signature) -> int:
     compiled or loaded from the cache now."""
     args = tuple(signature.args)
     dispatcher.compile(args)
-    cres = dispatcher.overloads[args]
+    return overload_address(dispatcher, args)
+
+
+def overload_address(dispatcher, argtypes: tuple) -> int:
+    """The machine address of ``dispatcher``'s compiled overload for ``argtypes``."""
+    cres = dispatcher.overloads[argtypes]
     return int(cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name))
 
 

@@ -34,7 +34,7 @@ from numba.core.compiler_lock import global_compiler_lock
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-from .by_address import call_numba
+from .by_address import call_numba, overload_address
 
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
 _FNTY = ir.FunctionType(_I32, [_I64, _I64.as_pointer()])
@@ -72,8 +72,7 @@ def signature(fn, args) -> tuple | None:
     except Exception:       # (a value numba cannot type)
         return None
     cres = overloads.get(argtypes)
-    if cres is None or cres.signature.return_type != types.none or \
-            any(isinstance(t, types.Float) and t.bitwidth > 64 for t in argtypes):
+    if cres is None or cres.signature.return_type != types.none:
         return None
     return argtypes
 
@@ -93,12 +92,6 @@ def row_of(args) -> list:
             v = int(a)
             row.append(v - (1 << 64) if v >= 1 << 63 else v)   # (a uint64's bits)
     return row
-
-
-def target(fn, argtypes: tuple) -> int:
-    """The machine address of ``fn``'s overload for ``argtypes``."""
-    cres = fn.overloads[argtypes]
-    return int(cres.library.get_pointer_to_function(cres.fndesc.llvm_func_name))
 
 
 _lock = threading.Lock()
@@ -369,8 +362,13 @@ def record(block, copies_in: list, copies_out: list) -> np.ndarray:
     and the (dst, src) array pairs copied before and after it."""
     words = [0, 0, 0, 0] if block is None else \
         [block.n, block.prog.ctypes.data, block.row.ctypes.data, block.row.size]
-    for pairs in (copies_in, copies_out):
-        words.append(len(pairs))
-        for dst, src in pairs:
-            words += [dst.ctypes.data, src.ctypes.data, src.nbytes]
-    return np.array(words, dtype=np.int64)
+    return np.array(words + copy_words(copies_in) + copy_words(copies_out), dtype=np.int64)
+
+
+def copy_words(pairs: list) -> list:
+    """A copy list as run_copies reads it: its length, then (dst, src, nbytes) per (dst,
+    src) array pair."""
+    words = [len(pairs)]
+    for dst, src in pairs:
+        words += [dst.ctypes.data, src.ctypes.data, src.nbytes]
+    return words

@@ -14,15 +14,7 @@ import math
 import numpy as np
 
 from ..errors import ErrorKind, SessionError
-
-ALIGN = 64
-
-
-def aligned_bytes(n: int) -> np.ndarray:
-    """A uint8 array of ``n`` bytes whose data pointer is a multiple of 64."""
-    raw = np.empty(n + ALIGN, dtype=np.uint8)
-    start = (-raw.ctypes.data) % ALIGN
-    return raw[start:start + n]
+from ..kernels.core.held import ALIGN, aligned_bytes
 
 
 class Arena:

@@ -29,6 +29,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
+from ..core.held import aligned_copy
 from ..core.jit import Variants, file_tag
 from .micro_ir import VBYTES, call_codegen, compiled_object, counted_loop, loaded, once
 
@@ -139,7 +140,7 @@ def pack_b(b: np.ndarray, zp: np.ndarray | None, k: int, n: int) -> tuple[np.nda
     wide = np.zeros((kp, np_), np.int16)
     z = np.zeros(1, np.int16) if zp is None else np.asarray(zp, np.int16).reshape(-1)
     wide[:k, :n] = b.reshape(k, n).astype(np.int16) - z
-    return np.ascontiguousarray(wide.reshape(kp // 2, 2, np_).transpose(0, 2, 1)).reshape(-1), np_
+    return aligned_copy(wide.reshape(kp // 2, 2, np_).transpose(0, 2, 1)).reshape(-1), np_
 
 
 def _product(addr, a, b, c, mp, kp, np_, tiles_n, by_columns, tiles):

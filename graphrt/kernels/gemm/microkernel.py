@@ -38,7 +38,7 @@ from numba.extending import intrinsic
 
 from ...cache import kernels_dir
 from ..core import by_address
-from ..core.held import held_buffer
+from ..core.held import aligned_copy, held_buffer
 from ..core.jit import rebind
 from . import micro_ir
 from .micro_ir import (EPI_C, EPI_RELU, FULL, FUSED_EPILOGUE, HALF,  # noqa: F401 (re-exported)
@@ -235,7 +235,7 @@ def pack_panels(bk: np.ndarray, dtype) -> np.ndarray:
     p = -(-n // nr)
     wide = np.zeros((k, p * nr), dtype=dt)
     wide[:, :n] = bk
-    return np.ascontiguousarray(wide.reshape(k, p, nr).transpose(1, 0, 2)).reshape(-1)
+    return aligned_copy(wide.reshape(k, p, nr).transpose(1, 0, 2)).reshape(-1)
 
 
 def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, ap,

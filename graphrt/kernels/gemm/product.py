@@ -33,7 +33,7 @@ from numba import njit, prange
 
 from ...errors import ErrorKind, SessionError
 from ...threads import ensure_layer
-from ..core.held import held_buffer
+from ..core.held import aligned_copy, held_buffer
 from ..core.jit import Variants
 from ..core.pointwise import relu_float
 from . import blas, microkernel
@@ -449,7 +449,7 @@ class ConstantB:
                 self._flat = microkernel.pack_panels(bk, dtype)
                 self.strides = (microkernel.nr_of(np.dtype(dtype).itemsize), k)
             else:
-                self._flat = np.ascontiguousarray(bk, dtype=dtype).reshape(-1)
+                self._flat = aligned_copy(bk, dtype).reshape(-1)
                 self.strides = (n, 1)
             self._of = (b,) + key
         return self._flat

@@ -40,7 +40,7 @@ from ...errors import ErrorKind
 from ..core.base import Calls, InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.broadcast import canonical_nans
 from ..core.floats import FLOATS, NARROW, compute_dtype, widen
-from ..core.held import held_buffer
+from ..core.held import ALIGN, aligned_copy, held_buffer
 from ..core.jit import Variants
 from ..gemm.microkernel import few_rows
 from ..gemm.product import Product
@@ -397,15 +397,20 @@ class _Recurrent(OpKernel):
                                  bool(self.lbr) and gru).get(ctx.exact, parallel)
         r = ctx.value(2)        # R^T once per plan when R is a constant
         rt = None if r is None else \
-            np.ascontiguousarray(r.transpose(0, 2, 1), dtype=work).reshape(-1)
+            aligned_copy(r.transpose(0, 2, 1), work).reshape(-1)
         w = ctx.value(1)
-        wt = np.ascontiguousarray(w.transpose(0, 2, 1), dtype=work).reshape(-1) \
+        wt = aligned_copy(w.transpose(0, 2, 1), work).reshape(-1) \
             if fused and rows <= INLINE_ROWS and w is not None else np.zeros(0, work)
         # one scratch block per run: x W^T, the state h and c, the gate rows, GRU's two more
         g3 = self.GATES == 3 and not self.lbr
         parts = (dirs * rows * gh, tasks * hs, tasks * hs, tasks * gh, tasks * hs * g3,
                  tasks * hs * g3)
-        bounds = np.cumsum((0,) + parts).tolist()
+        # each part starting on a cache line (ALIGN bytes), the block itself aligned: a
+        # vector's loads and stores that straddle two lines cost the step's product up to
+        # twice its time
+        line = ALIGN // np.dtype(work).itemsize
+        starts = np.cumsum((0,) + tuple(-(-n // line) * line for n in parts)).tolist()
+        bounds = [(starts[i], starts[i] + n) for i, n in enumerate(parts)] + [starts[-1]]
         fixed = (np.zeros(dirs * 2 * gh, work), np.full(batch, seq, np.int32))
         ctx.prepared = (product, recur, reset, np.array(geo, dtype=np.int64), work, tasks, fn,
                         fused, rt, wt, bounds, fixed)
@@ -445,7 +450,7 @@ class _Recurrent(OpKernel):
                 calls.append(call)
 
         block = buffer(work, (bounds[-1],))
-        xw, h, c, hr, hn, rh = (block[bounds[i]:bounds[i + 1]] for i in range(6))
+        xw, h, c, hr, hn, rh = (block[lo:hi] for lo, hi in bounds[:6])
         seq, batch, hs, dirs = (int(v) for v in geo[:4])
         g = self.GATES * hs
         flat = ctx.flat_in

@@ -13,6 +13,7 @@ import onnx
 from onnx import numpy_helper
 
 from . import dtypes
+from .aligned import aligned_copy
 from .errors import ErrorKind, SessionError
 from .ir import IrGraph, IrModel, IrNode, ModelInfo, TensorInfo
 from .options import CancelToken
@@ -343,7 +344,7 @@ def _supplied(t: onnx.TensorProto, value) -> np.ndarray:
 
 
 def _own(arr: np.ndarray) -> np.ndarray:
-    """A C-contiguous array that owns its memory (no reference into the protobuf). It stays
-    writeable: numba compiles read-only arrays as a type of their own, and kernels never write
+    """A C-contiguous array that owns its memory (no reference into the protobuf), aligned
+    to a cache line (aligned.py). It stays writeable: numba compiles read-only arrays as a type of their own, and kernels never write
     their inputs."""
-    return np.array(arr, copy=True, order="C")
+    return aligned_copy(arr)

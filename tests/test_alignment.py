@@ -10,7 +10,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import graphrt
-from graphrt.kernels.core.held import ALIGN, aligned_copy, aligned_empty, held_buffer
+from graphrt.aligned import ALIGN, aligned_copy, aligned_empty
+from graphrt.kernels.core.held import held_buffer
 from graphrt.kernels.gemm import micro_int, microkernel
 from graphrt.kernels.gemm.product import ConstantB
 
@@ -75,3 +76,17 @@ def test_recurrence_scratch_parts_and_weights_are_aligned(op, gates, seq, batch,
         inner = [args[i] for i in (1, 2, 3, 4, 5, 10, 11, 12)]
         assert all(aligned(a) for a in inner), [a.ctypes.data % ALIGN for a in inner]
         assert len(arrays) >= len(inner)
+
+
+def test_initializers_are_aligned():
+    from graphrt.importer import read_model
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), f"w{n}")
+             for n in (1, 3, 5, 7, 11, 13, 17, 33)]
+    node = helper.make_node("Sum", ["x", "w1"], ["y"])
+    graph = helper.make_graph(
+        [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    model, _data = read_model(helper.make_model(graph).SerializeToString())
+    arrays = model.graph.initializers.values()
+    assert len(arrays) == len(inits) and all(aligned(a) for a in arrays)

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from ..errors import ErrorKind, SessionError
-from ..kernels.core.held import ALIGN, aligned_bytes
+from ..aligned import ALIGN, aligned_bytes
 
 
 class Arena:

@@ -14,38 +14,9 @@ import threading
 
 import numpy as np
 
+from ...aligned import aligned_empty
+
 _THREADS = threading.local()
-
-ALIGN = 64      # a cache line, and one AVX-512 vector
-
-
-def aligned_bytes(n: int) -> np.ndarray:
-    """A uint8 array of ``n`` bytes whose data pointer is a multiple of ALIGN (a vector
-    kernel's loads and stores that straddle two cache lines cost it up to twice the time:
-    a misaligned state vector made a recurrence's step product 3.8 µs instead of 2.3)."""
-    raw = np.empty(n + ALIGN, dtype=np.uint8)
-    start = (-raw.ctypes.data) % ALIGN
-    return raw[start:start + n]
-
-
-def aligned_empty(shape, dtype) -> np.ndarray:
-    """np.empty(shape, dtype) with its data at a multiple of ALIGN."""
-    dt = np.dtype(dtype)
-    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return aligned_bytes(n * dt.itemsize).view(dt).reshape(shape)
-
-
-def aligned_copy(a, dtype=None) -> np.ndarray:
-    """A C-contiguous copy of ``a`` (in ``dtype`` when given) at a multiple of ALIGN: for
-    arrays made once per plan (transposed or packed weights) that kernels stream with
-    vector loads."""
-    a = np.asarray(a)
-    out = aligned_empty(a.shape, a.dtype if dtype is None else dtype)
-    np.copyto(out, a, casting="unsafe")
-    return out
 
 
 def held_buffer(dtype, shape: tuple, holder: dict | None = None, use: str = "") -> np.ndarray:

@@ -29,7 +29,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-from ..core.held import aligned_copy
+from ...aligned import aligned_copy
 from ..core.jit import Variants, file_tag
 from .micro_ir import VBYTES, call_codegen, compiled_object, counted_loop, loaded, once
 

@@ -36,9 +36,10 @@ from numba import carray, cfunc, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ...aligned import aligned_copy
 from ...cache import kernels_dir
 from ..core import by_address
-from ..core.held import aligned_copy, held_buffer
+from ..core.held import held_buffer
 from ..core.jit import rebind
 from . import micro_ir
 from .micro_ir import (EPI_C, EPI_RELU, FULL, FUSED_EPILOGUE, HALF,  # noqa: F401 (re-exported)

@@ -33,7 +33,8 @@ from numba import njit, prange
 
 from ...errors import ErrorKind, SessionError
 from ...threads import ensure_layer
-from ..core.held import aligned_copy, held_buffer
+from ...aligned import aligned_copy
+from ..core.held import held_buffer
 from ..core.jit import Variants
 from ..core.pointwise import relu_float
 from . import blas, microkernel

@@ -40,7 +40,8 @@ from ...errors import ErrorKind
 from ..core.base import Calls, InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.broadcast import canonical_nans
 from ..core.floats import FLOATS, NARROW, compute_dtype, widen
-from ..core.held import ALIGN, aligned_copy, held_buffer
+from ...aligned import ALIGN, aligned_copy
+from ..core.held import held_buffer
 from ..core.jit import Variants
 from ..gemm.microkernel import few_rows
 from ..gemm.product import Product

@@ -42,8 +42,8 @@ from ..core import by_address
 from ..core.held import held_buffer
 from ..core.jit import rebind
 from . import micro_ir
-from .micro_ir import (EPI_C, EPI_RELU, FULL, FUSED_EPILOGUE, HALF,  # noqa: F401 (re-exported)
-                       KERNEL_PATH, MASKED, MR, VBYTES, call, slot)
+from .micro_ir import (EPI_C, EPI_RELU, FULL, FUSED_EPILOGUE, GEMV,  # noqa: F401 (re-exported)
+                       HALF, KERNEL_PATH, MASKED, MR, VBYTES, call, gemv, slot)
 
 # Kernels that call into this module bind SOURCE_TAG (jit.Variants hashes it into their
 # names), so an edit here or in the micro-kernels' call convention renames them in numba's
@@ -57,7 +57,7 @@ SOURCE_TAG = _h.hexdigest()[:12]
 KC = 256                    # k per block: an A panel and a B panel stay in L1
 MC = 8 * MR                 # rows per packed block of A (stays in L2)
 NC_BYTES = 1 << 19          # a packed block of B (KC x NC) stays in L2
-FEW_ROWS = 4                # fewer rows: _dot_rows (B transposed) or few_rows (no packing of B)
+FEW_ROWS = 4                # fewer rows: _dot_rows (B transposed) or the one-row product (no packing of B)
 
 
 def nr_of(itemsize: int) -> int:
@@ -141,23 +141,6 @@ def _dot_rows(a, ao, a_si, a_sk, b, bo, b_sj, out, oo, ldo, rows, cols, kk, cb, 
                     out[oo + i * ldo + j] = s0
 
 
-@njit(cache=True, nogil=True, no_cfunc_wrapper=True, no_cpython_wrapper=True,
-      error_model="numpy")
-def few_rows(a, ao, a_si, a_sk, b, bo, b_sk, out, oo, ldo, rows, cols, kk, exact):
-    """The few-rows case with B's rows contiguous (b_sj = 1: a k-major B): for each row of
-    A, all its columns' chains advance together over k ascending -- the micro-kernel's
-    operations, vectorised over the columns, read without packing."""
-    for i in range(rows):
-        ai = ao + i * a_si
-        acc = out[oo + i * ldo:oo + i * ldo + cols]     # slices: no wrap-around test
-        acc[:] = 0
-        for k in range(kk):
-            x = a[ai + k * a_sk]
-            row = b[bo + k * b_sk:bo + k * b_sk + cols]
-            for j in range(cols):
-                acc[j] = step(exact, x, row[j], acc[j])
-
-
 def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk,
                   ap, bp, cb, exact, btab, panels, epi, kt):
     """out[oo + i*ldo + j] = A[i, :] @ B[:, j] for i < rows, j < cols (module docstring),
@@ -199,7 +182,10 @@ def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols
                              exact))
             return False
         if rows < FEW_ROWS and b_sj == 1 and btab.size == 0:
-            FEW_ROWS_AT(kt, (a, ao, a_si, a_sk, b, bo, b_sk, out, oo, ldo, rows, cols, kk, exact))
+            # B's rows contiguous (a k-major B, read in place): each row of A by the one-row
+            # product, all its columns' chains advancing together over k ascending
+            for i in range(rows):
+                gemv(kt[GEMV], a, ao + i * a_si, a_sk, b, bo, b_sk, out, oo + i * ldo, kk, cols)
             return False
     if BLOCKED:
         fuse = FUSED_EPILOGUE and epi[3] != 0 and rows % MR in (0, 8, 4)
@@ -215,7 +201,7 @@ def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols
 FEW = True          # bound per entry (_tile_product's docstring)
 BLOCKED = True
 # bound per function: calls of the blocked path and the few-rows paths (_AT, _direct)
-BLOCK_AT = FEW_ROWS_AT = DOT_ROWS_AT = None
+BLOCK_AT = DOT_ROWS_AT = None
 NO_TABLE = np.zeros(0, dtype=np.int64)
 
 
@@ -373,13 +359,12 @@ _block = njit(cache=True, nogil=True, no_cfunc_wrapper=True, no_cpython_wrapper=
 
 
 def _signatures(dt):
-    """The signatures the tile entries call the blocked path, few_rows and _dot_rows with,
+    """The signatures the tile entries call the blocked path and _dot_rows with,
     for element type ``dt`` (numba's)."""
     v, i, b = types.Array(dt, 1, "C"), types.int64, types.boolean
     t = types.Array(types.int64, 1, "C")
     return {"block": types.none(v, i, i, i, v, i, i, i, v, i, i, i, i, i, v, v, v, b, t, b,
                                 types.Tuple((v, i, i, i)), t),
-            "few_rows": types.none(v, i, i, i, v, i, i, v, i, i, i, i, i, b),
             "dot_rows": types.none(v, i, i, i, v, i, i, v, i, i, i, i, i, v, b)}
 
 
@@ -387,7 +372,7 @@ TILE = micro_ir.SLOTS       # kernels(...)[TILE]: the address of the tile produc
 # kernels(...)[TILE + 1 + k]: the addresses of the tile entries' callees, in CALLEES order;
 # the entries call them through these (by_address): their code is compiled once, as itself,
 # not linked into each entry and optimised again there (the blocked path: about 1 s)
-CALLEES = {"block": _block, "few_rows": few_rows, "dot_rows": _dot_rows}
+CALLEES = {"block": _block, "dot_rows": _dot_rows}
 _AT = {name: by_address.caller(TILE + 1 + k,
                                lambda dt, name=name: _signatures(dt)[name])
        for k, name in enumerate(CALLEES)}
@@ -401,14 +386,13 @@ def _direct(fn):
 # every path, its callees linked: for the tests that call a tile product directly
 tile_product = njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")(
     rebind(_tile_product, f"tile_product_{SOURCE_TAG}",
-           {"BLOCK_AT": _direct(_block), "FEW_ROWS_AT": _direct(few_rows),
-            "DOT_ROWS_AT": _direct(_dot_rows)}))
+           {"BLOCK_AT": _direct(_block), "DOT_ROWS_AT": _direct(_dot_rows)}))
 # the paths of one entry, inlined into it: compiled once there, not compiled, linked and
 # optimised again as a callee; its own callees called through the table
 _INLINED = {path: njit(nogil=True, error_model="numpy", inline="always")(
     rebind(_tile_product, f"tile_product_{path}_{SOURCE_TAG}",
            {"FEW": path == "few", "BLOCKED": path == "block", "BLOCK_AT": _AT["block"],
-            "FEW_ROWS_AT": _AT["few_rows"], "DOT_ROWS_AT": _AT["dot_rows"]}))
+            "DOT_ROWS_AT": _AT["dot_rows"]}))
     for path in ("few", "block")}
 
 
@@ -507,7 +491,7 @@ def unfilled() -> list:
 def _fill(kt: np.ndarray, dtype: np.dtype, exact: bool, path: str) -> None:
     entry = _entry(dtype, exact, path)      # first: it may wait for the helper's compile
     sigs = _signatures(numba.from_dtype(dtype))
-    used = ("block",) if path == "block" else ("few_rows", "dot_rows")
+    used = ("block",) if path == "block" else ("dot_rows",)
     kt[TILE + 1:] = [by_address.address(fn, sigs[name]) if name in used else 0
                      for name, fn in CALLEES.items()]
     kt[:TILE] = micro_ir.kernels(dtype, exact)

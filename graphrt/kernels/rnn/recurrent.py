@@ -43,7 +43,7 @@ from ..core.floats import FLOATS, NARROW, compute_dtype, widen
 from ...aligned import ALIGN, aligned_copy
 from ..core.held import held_buffer
 from ..core.jit import Variants
-from ..gemm.microkernel import few_rows
+from ..gemm.micro_ir import GEMV, SOURCE_TAG, gemv, kernels
 from ..gemm.product import Product
 from ..math import exactmath, vecmath
 
@@ -148,15 +148,8 @@ GENERIC = True
 DEFAULT_CODES = (1, 2)      # tanh and the logistic function: _apply's loops of their own
 
 
-def _matvec(x, xo, n, w, wo, ld, cols, out, oo):
-    """out[oo + j] = sum over k < n of x[xo + k] * w[wo + k * ld + j], for j < cols: the
-    GEMM's few-rows kernel on one row, so the bits of the product the large-shape path runs
-    instead."""
-    few_rows(x, xo, 0, 1, w, wo, ld, out, oo, 0, 1, cols, n, EXACT)
-
-
 def _steps(x, wt, xw, rt, hr, hn, b, p, lens, y, h, c, rh, geo, s0, s1, phase, codes, alphas,
-           betas, has_y, clip, tasks, fused):
+           betas, has_y, clip, tasks, fused, kt):
     """Steps s0..s1-1 of every (direction d, batch entry e) task. State h, c and the gate
     rows hr are (d, e)-ordered. ``fused``: each task makes its own h R^T (and GRU's
     (r * h) Rn^T) from rt = R^T, (dirs, hidden, G * hidden), so a whole sequence is one call
@@ -191,9 +184,9 @@ def _steps(x, wt, xw, rt, hr, hn, b, p, lens, y, h, c, rh, geo, s0, s1, phase, c
             t = steps - 1 - s if reverse and (dirs == 1 or d == 1) else s
             xo = (d * seq * batch) * g + (t * xt + e * xb) * g
             if wt.size:
-                _matvec(x, (t * xt + e * xb) * isz, isz, wt, d * isz * g, g, g, xw, xo)
+                gemv(kt[GEMV], x, (t * xt + e * xb) * isz, 1, wt, d * isz * g, g, xw, xo, isz, g)
             if fused:
-                _matvec(h, so, hs, rt, ro, g, g if GATES != 3 or LBR else 2 * hs, hr, go)
+                gemv(kt[GEMV], h, so, 1, rt, ro, g, hr, go, hs, g if GATES != 3 or LBR else 2 * hs)
             if GATES == 1:
                 for j in range(hs):
                     hr[go + j] = xw[xo + j] + b[bo + j] + b[bo + g + j] + hr[go + j]
@@ -209,7 +202,7 @@ def _steps(x, wt, xw, rt, hr, hn, b, p, lens, y, h, c, rh, geo, s0, s1, phase, c
                             rh[so + j] = hr[go + hs + j] * h[so + j]
                         if not fused:
                             continue        # the caller makes (r * h) Rn^T, then phase 1
-                        _matvec(rh, so, hs, rt, ro + 2 * hs, g, hs, hn, so)
+                        gemv(kt[GEMV], rh, so, 1, rt, ro + 2 * hs, g, hn, so, hs, hs)
                 if LBR:                     # n's pre-activation where h Rn^T was
                     n, no = hr, go + 2 * hs
                     for j in range(hs):
@@ -259,7 +252,6 @@ def _steps(x, wt, xw, rt, hr, hn, b, p, lens, y, h, c, rh, geo, s0, s1, phase, c
                     y[yo + j] = h[so + j]
 
 
-_MATVEC = Variants(_matvec, "rnn_matvec")
 # by GENERIC (the node has an activation other than DEFAULT_CODES)
 _APPLY = {generic: exactmath.FastExact(
     Variants(_apply, "rnn_apply" + suffix, ACT=_act, TANH=vecmath.vtanh,
@@ -276,12 +268,13 @@ def _variants(name: str, gates: int):
     def family(generic: bool, peepholes: bool, coupled: bool, lbr: bool):
         suffix = "".join(tag for on, tag in ((generic, "_generic"), (peepholes, "_peep"),
                                              (coupled, "_coupled"), (lbr, "_lbr")) if on)
-        paths = dict(GATES=gates, PEEPHOLES=peepholes, COUPLED=coupled, LBR=lbr)
+        # (IR: micro_ir's file tag, so that its call convention's edits rename the kernels)
+        paths = dict(GATES=gates, PEEPHOLES=peepholes, COUPLED=coupled, LBR=lbr, IR=SOURCE_TAG)
         return exactmath.FastExact(
-            Variants(_steps, name + suffix, parallel=True, _matvec=_MATVEC.get(False),
-                     _apply=_APPLY[generic].get(False), **paths),
+            Variants(_steps, name + suffix, parallel=True, _apply=_APPLY[generic].get(False),
+                     **paths),
             Variants(_steps, name + "_exact" + suffix, parallel=True,
-                     _matvec=_MATVEC.get(True), _apply=_APPLY[generic].get(True), **paths))
+                     _apply=_APPLY[generic].get(True), **paths))
     return family
 
 
@@ -489,18 +482,19 @@ class _Recurrent(OpKernel):
         y_arg = ys if ys is not None else hr[:0]
         clip = work.type(self.clip)
         consts = (self.codes, self.alphas, self.betas, ys is not None, clip, tasks)
+        kt = kernels(work, ctx.exact)       # its one-row product, GEMV
         if fused:
             calls.append((fn, (x, wt, xw, r, hr, hn, b, p, lens, y_arg, h, c, rh, geo, 0, seq,
-                               0, *consts, True)))
+                               0, *consts, True, kt)))
         else:
             for s in range(seq):
                 multiply(recur, h, r, hr)
                 calls.append((fn, (x, wt, xw, r, hr, hn, b, p, lens, y_arg, h, c, rh, geo, s,
-                                   s + 1, 0, *consts, False)))
+                                   s + 1, 0, *consts, False, kt)))
                 if reset is not None:
                     multiply(reset, rh, r, hn)
                     calls.append((fn, (x, wt, xw, r, hr, hn, b, p, lens, y_arg, h, c, rh, geo,
-                                       s, s + 1, 1, *consts, False)))
+                                       s, s + 1, 1, *consts, False, kt)))
         if ys is not None and ys is not y:
             python(np.copyto, y, ys, "unsafe")
         for i, state in ((1, h), (2, c)):

@@ -220,3 +220,32 @@ def test_few_rows_entry_gives_the_blocked_entrys_bits(weights, mode):
         assert few.tobytes() == full[:rows].tobytes()
     want = a.astype(np.float64) @ (b.T if weights == "transposed" else b).astype(np.float64)
     np.testing.assert_allclose(full, want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_one_row_product_gives_the_micro_kernels_bits(dt, exact):
+    """micro_ir's one-row product (the few-rows path over a k-major B, the recurrences'
+    steps) on strided A, B rows ldb apart and an offset output: the bits of the blocked
+    micro-kernel's tile for that row, for every remainder of columns and rows of k, and
+    nothing written outside its columns."""
+    from numba import njit
+
+    from graphrt.kernels.gemm import micro_ir
+
+    @njit
+    def one_row(addr, a, ao, a_k, b, bo, ldb, c, co, kc, cols):
+        micro_ir.gemv(addr, a, ao, a_k, b, bo, ldb, c, co, kc, cols)
+
+    addr = mk.kernels(dt, exact)[micro_ir.GEMV]
+    rng = np.random.default_rng(11)
+    for k in (0, 1, 2, 3, 8, 37):
+        for n in (1, 5, 8, 15, 16, 17, 33, 63, 64, 65, 130, 515):
+            a = rng.standard_normal(3 * k + 2).astype(dt)
+            b = rng.standard_normal((k, n + 5)).astype(dt)
+            c = np.full(n + 9, 7, dt)
+            one_row(addr, a, 2, 3, b.reshape(-1), 1, n + 5, c, 4, k, n)
+            want = product(np.ascontiguousarray(a[2::3][:k].reshape(1, k)),
+                           np.ascontiguousarray(b[:, 1:n + 1]), panels=True, exact=exact)
+            assert c[4:4 + n].tobytes() == want.reshape(-1).tobytes(), (k, n)
+            assert np.all(c[:4] == 7) and np.all(c[4 + n:] == 7)

@@ -89,7 +89,9 @@ def _warm(src, label: str, mode: str, sizes, dims: dict | None, threads) -> dict
         sess = Session(src, SessionOptions(mode=mode, intra_op_threads=threads))
         symbolic = {d for info in sess.inputs for d in (info.dims or ()) if isinstance(d, str)}
         for size in sizes:
-            sess.run(None, random_feeds(sess, {**{d: size for d in symbolic}, **(dims or {})}))
+            feeds = random_feeds(sess, {**{d: size for d in symbolic}, **(dims or {})})
+            for _ in range(2):      # (the second run builds what later runs run: its blocks)
+                sess.run(None, feeds)
     except SessionError as e:
         error = str(e)
     return {"model": label, "mode": mode, "seconds": time.perf_counter() - t0,

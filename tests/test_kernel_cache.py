@@ -183,6 +183,35 @@ def test_warmup_fills_the_cache_a_later_process_runs_from(tmp_path):
     assert later["compiled"] == 0 and later["results"] == {"float64": _expected("float64")}
 
 
+# Runs the model argv[1] (float32) three times and prints the object-code modules (GEMM
+# micro-kernels, trampolines) this process compiled rather than loaded.
+THREE_RUNS = r"""
+import json, sys
+import numpy as np
+import graphrt
+from graphrt.kernels.core import objcode
+sess = graphrt.Session(sys.argv[1])
+x = np.linspace(-2, 2, 24, dtype=np.float32).reshape(4, 6)
+for _ in range(3):
+    y = sess.run(None, {"x": x})[0]
+print(json.dumps({"built": objcode.BUILT, "y": y.tolist()}))
+"""
+
+
+def test_a_later_process_loads_the_trampolines_it_needs(tmp_path):
+    """The trampolines a plan's blocks call through (built at its second run) are kept in
+    the cache: a second process running the same model builds none."""
+    model, kernels = _models(tmp_path).replace("DT", "float32"), tmp_path / "cache"
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", THREE_RUNS, model], env=_env(kernels),
+                              cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    assert any(n.startswith("graphrt_trampoline_") for n in runs[0]["built"]), runs[0]
+    assert runs[1]["built"] == [] and runs[1]["y"] == runs[0]["y"] == _expected("float32")
+
+
 def test_warmup_reports_a_model_it_cannot_run(tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"not a model")

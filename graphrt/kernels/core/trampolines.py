@@ -11,8 +11,9 @@ rebuild the arguments from the int64 vector ``row`` -- an array as its address a
 extents (C-contiguous, strides derived), an integer or a boolean as itself, a float as its
 IEEE-754 bits, None as nothing -- and call the overload at address ``target``; the result is
 0, or 1 when the kernel raised. A trampoline depends on the argument types only, so a few
-dozen serve every kernel of a process; they are built with llvmlite through numba's code
-generator (about 5 ms for a batch, no numba typing) and live as long as the process.
+dozen serve every kernel of a process; each is built with llvmlite (no numba typing) into
+object code kept in graphrt's kernel cache (core/objcode.py: a warm process loads a plan's
+in about a millisecond, where building them cost a plan's second run 30-80 ms).
 
 ``run_calls(prog, row, flag, start, stop)`` is the interpreter: calls start..stop-1 of
 ``prog``, an int64 vector of (trampoline, target, row offset) triples, one after another,
@@ -24,17 +25,23 @@ apart and, for a raise, repeats that call from Python to have the kernel's own e
 """
 from __future__ import annotations
 
+import hashlib
 import struct
 import threading
 
+import llvmlite.binding as llb
+import numba
 import numpy as np
 from llvmlite import ir
 from numba import carray, njit, types
-from numba.core.compiler_lock import global_compiler_lock
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
 from .by_address import call_numba, overload_address
+from .jit import file_tag
+from .objcode import compiled_object, loaded
+
+SOURCE_TAG = file_tag(__file__)
 
 _I32, _I64 = ir.IntType(32), ir.IntType(64)
 _FNTY = ir.FunctionType(_I32, [_I64, _I64.as_pointer()])
@@ -68,13 +75,30 @@ def signature(fn, args) -> tuple | None:
                                                np.floating))):
             return None
     try:
-        argtypes = tuple(fn.typeof_pyval(a) for a in args)
+        argtypes = tuple(_type_of(fn, a) for a in args)
     except Exception:       # (a value numba cannot type)
         return None
     cres = overloads.get(argtypes)
     if cres is None or cres.signature.return_type != types.none:
         return None
     return argtypes
+
+
+_ARRAY_TYPES: dict = {}
+
+
+def _type_of(fn, a):
+    """``fn.typeof_pyval(a)``; an array's type (which depends on its element type, rank,
+    layout, writability and alignment only) remembered: a plan's calls have hundreds of
+    arguments, and numba's typeof of an array costs about 10 µs."""
+    if not isinstance(a, np.ndarray):
+        return fn.typeof_pyval(a)
+    f = a.flags
+    key = (type(a), a.dtype, a.ndim, f.c_contiguous, f.f_contiguous, f.writeable, f.aligned)
+    t = _ARRAY_TYPES.get(key)
+    if t is None:
+        t = _ARRAY_TYPES[key] = fn.typeof_pyval(a)
+    return t
 
 
 def row_of(args) -> list:
@@ -96,7 +120,6 @@ def row_of(args) -> list:
 
 _lock = threading.Lock()
 _built: dict = {}           # key (_key) -> address
-_libraries: list = []       # (what the addresses point into)
 
 
 def _key(argtypes: tuple) -> tuple:
@@ -122,19 +145,21 @@ def trampolines(signatures: list) -> list:
 def _build(missing: dict) -> None:
     from numba.core.registry import cpu_target
     context = cpu_target.target_context
-    codegen = context.codegen()
-    with global_compiler_lock:
-        library = codegen.create_library("graphrt_trampolines")
-        module = library.create_ir_module("graphrt_trampolines")
-        names = {}
-        for n, (k, argtypes) in enumerate(missing.items()):
-            names[k] = f"graphrt_trampoline_{len(_built) + n}"
-            _emit(context, module, names[k], argtypes)
-        library.add_ir_module(module)
-        library.finalize()
-    _libraries.append(library)
-    for k, name in names.items():
-        _built[k] = library.get_pointer_to_function(name)
+    objects, names = [], []
+    for k, argtypes in missing.items():
+        name = "graphrt_trampoline_" + hashlib.sha1(repr(k).encode()).hexdigest()[:16]
+
+        def text(name=name, argtypes=argtypes):
+            module = ir.Module(name=name)
+            module.triple = llb.get_process_triple()
+            _emit(context, module, name, argtypes)
+            return str(module)
+        # (its code also depends on numba's data model and calling convention)
+        objects.append(compiled_object(name, [SOURCE_TAG, numba.__version__, repr(k)], text,
+                                       "trampolines"))
+        names.append(name)
+    for k, address in zip(missing, loaded(objects, names)):
+        _built[k] = int(address)
 
 
 def _emit(context, module, name: str, argtypes: tuple) -> None:

@@ -31,7 +31,8 @@ from numba.extending import intrinsic
 
 from ...aligned import aligned_copy
 from ..core.jit import Variants, file_tag
-from .micro_ir import VBYTES, call_codegen, compiled_object, counted_loop, loaded, once
+from ..core.objcode import compiled_object, loaded
+from .micro_ir import VBYTES, call_codegen, counted_loop, once
 
 I16, I32, I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
 LANES = VBYTES // 4             # int32 accumulators per vector
@@ -96,7 +97,8 @@ _LOCK = threading.Lock()
 
 
 def _load():
-    return loaded(compiled_object("int16-tile", [SOURCE_TAG], module_text), [NAME])
+    return loaded(compiled_object("int16-tile", [SOURCE_TAG, str(VBYTES)], module_text, "gemm"),
+                  [NAME])
 
 
 def address() -> int:

@@ -19,11 +19,8 @@ the operations of graphrt's blocked kernel (product._product), the same bits eve
 """
 from __future__ import annotations
 
-import hashlib
-import os
 import threading
 
-import llvmlite
 import llvmlite.binding as llb
 import numba
 import numpy as np
@@ -31,8 +28,8 @@ from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
-from ...cache import kernels_dir
 from ..core.jit import file_tag
+from ..core.objcode import compiled_object, loaded
 
 
 def _vector_bytes() -> int:
@@ -401,59 +398,15 @@ def module_text(dtype: np.dtype, exact: bool) -> str:
     return str(mod)
 
 
-def _target():
-    """numba's target (CPU name and features, so the code is built as numba's is)."""
-    from numba.core.registry import cpu_target
-    triple, cpu, features = cpu_target.target_context.codegen().magic_tuple()
-    return triple, cpu, features
-
-
-def _machine(triple, cpu, features):
-    return llb.Target.from_triple(triple).create_target_machine(
-        cpu=cpu, features=features, opt=3, codemodel="jitdefault", jit=True)
-
-
 def _object(dtype: np.dtype, exact: bool) -> bytes:
     """The family's object code: from the cache, else compiled now and saved there."""
     return compiled_object(f"micro-{dtype.name}-{'exact' if exact else 'fast'}",
-                           [SOURCE_TAG, dtype.name, str(exact)],
-                           lambda: module_text(dtype, exact))
-
-
-def compiled_object(name: str, key_parts: list, text) -> bytes:
-    """The object code of the LLVM module ``text()`` for numba's target, from graphrt's
-    kernel cache (``name`` and a digest of ``key_parts``, the vector width, the target and
-    llvmlite's version), else optimised and compiled now and saved there."""
-    target = _target()
-    key = hashlib.sha1("\n".join([*key_parts, str(VBYTES), *target,
-                                  llvmlite.__version__]).encode()).hexdigest()
-    folder = os.path.join(kernels_dir(), "gemm")
-    path = os.path.join(folder, f"{name}-{key[:16]}.o")
-    try:
-        with open(path, "rb") as f:
-            return f.read()
-    except OSError:
-        pass
-    mod = llb.parse_assembly(text())
-    mod.verify()
-    tm = _machine(*target)
-    pb = llb.create_pass_builder(tm, llb.create_pipeline_tuning_options(speed_level=3))
-    pb.getModulePassManager().run(mod, pb)
-    obj = tm.emit_object(mod)
-    try:
-        os.makedirs(folder, exist_ok=True)
-        tmp = f"{path}.tmp.{os.getpid()}.{threading.get_ident()}"
-        with open(tmp, "wb") as f:
-            f.write(obj)
-        os.replace(tmp, path)
-    except OSError:         # a read-only cache: compiled again by the next process
-        pass
-    return obj
+                           [SOURCE_TAG, dtype.name, str(exact), str(VBYTES)],
+                           lambda: module_text(dtype, exact), "gemm")
 
 
 _LOCK = threading.Lock()
 _TABLES: dict = {}
-_ENGINES: list = []         # kept alive: they own the loaded code
 
 
 def once(store: dict, lock, key: tuple, make):
@@ -469,19 +422,6 @@ def once(store: dict, lock, key: tuple, make):
 
 def _load(dtype: np.dtype, exact: bool) -> np.ndarray:
     return loaded(_object(dtype, exact), _names(dtype, exact))
-
-
-def loaded(obj: bytes, names: list[str]) -> np.ndarray:
-    """Load object code ``obj`` into this process; the addresses of its functions
-    ``names`` (int64)."""
-    engine = llb.create_mcjit_compiler(llb.parse_assembly(""), _machine(*_target()))
-    engine.add_object_file(llb.ObjectFileRef.from_data(obj))
-    engine.finalize_object()
-    _ENGINES.append(engine)
-    table = np.array([engine.get_function_address(n) for n in names], dtype=np.int64)
-    if not table.all():
-        raise RuntimeError("graphrt: a GEMM micro-kernel did not load")
-    return table
 
 
 def kernels(dtype, exact: bool) -> np.ndarray:

@@ -57,7 +57,7 @@ SOURCE_TAG = _h.hexdigest()[:12]
 KC = 256                    # k per block: an A panel and a B panel stay in L1
 MC = 8 * MR                 # rows per packed block of A (stays in L2)
 NC_BYTES = 1 << 19          # a packed block of B (KC x NC) stays in L2
-FEW_ROWS = 4                # fewer rows: _dot_rows (B transposed) or the one-row product (no packing of B)
+FEW_ROWS = 4                # fewer rows: _dot_rows (B transposed) or the one-row product
 
 
 def nr_of(itemsize: int) -> int:

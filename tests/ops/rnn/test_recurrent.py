@@ -137,3 +137,21 @@ def test_recurrent_paths_give_the_same_bits(op, attrs, batch, mode, monkeypatch)
             sess = graphrt.Session(model, graphrt.SessionOptions(mode=mode))
             got[seq, path] = [a.tobytes() for a in sess.run(None, x)]
         assert got[seq, "fused"] == got[seq, "steps"]
+
+
+@pytest.mark.parametrize("op,attrs,batch", PATH_CASES)
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_constant_weights_give_the_bits_of_weights_fed_at_run_time(op, attrs, batch, mode):
+    """A constant W is laid out once per plan as the tiles' panels; W fed as an input is
+    read transposed and packed each run: x W^T's elements are made the same way."""
+    dirs = 2 if attrs["direction"] == "bidirectional" else 1
+    inputs = rnn_inputs(op, 7, batch, 11, 9, dirs, init=True, peep=op == "LSTM", seed=5)
+    inputs[4] = None
+    n_out = 3 if op == "LSTM" else 2
+    got = []
+    for consts in ((1, 2, 3, 7), (2, 3, 7)):
+        model = one_node(op, inputs, dict(attrs, hidden_size=9), 14, outs=[np.float32] * n_out,
+                         consts=consts)
+        sess = graphrt.Session(model, graphrt.SessionOptions(mode=mode))
+        got.append([a.tobytes() for a in sess.run(None, feeds(inputs, consts=consts))])
+    assert got[0] == got[1]

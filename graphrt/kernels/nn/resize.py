@@ -41,7 +41,7 @@ from numba import prange
 
 from ... import dtypes as _dt
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.broadcast import PARALLEL_MIN
 from ..core.jit import Variants
 from ..core.words import numeric_word
@@ -59,13 +59,15 @@ POLICIES = ("stretch", "not_larger", "not_smaller")
 # ----------------------------------------------------------------------------- kernels
 
 def _gather(x, y, tab, starts, oshape, rows):
-    """y (C order over oshape) [i] = x[sum_d tab[starts[d] + i_d]] (element offsets)."""
+    """y (C order over oshape) [i] = x[sum_d tab[starts[d] + i_d]] (element offsets, uint64:
+    numba then knows no index is negative and leaves out its wrap-around test, which kept
+    the row's loop scalar)."""
     r = oshape.size
     w = oshape[r - 1]
     last = tab[starts[r - 1]:starts[r - 1] + w]
     for row in prange(rows):
         rem = row // 1              # (a copy: parfors forbids reassigning the loop index)
-        base = 0
+        base = np.uint64(0)
         for d in range(r - 2, -1, -1):
             q = rem // oshape[d]
             base += tab[starts[d] + rem - q * oshape[d]]
@@ -359,7 +361,7 @@ class Resize(OpKernel):
         starts = np.cumsum([0] + [len(t) for t in tabs[:-1]]).astype(np.int64)
         rows = math.prod(out[:-1])
         fn = _GATHER.get(False, math.prod(out) >= PARALLEL_MIN and rows > 1)
-        return (np.concatenate(tabs).astype(np.int64), starts, np.array(out, np.int64), rows, fn,
+        return (np.concatenate(tabs).astype(np.uint64), starts, np.array(out, np.int64), rows, fn,
                 picks)
 
     def _passes(self, shape, out, scale, coords, changed, wide):
@@ -379,6 +381,26 @@ class Resize(OpKernel):
 
     # -- run --------------------------------------------------------------------------------
 
+    def jit_calls(self, ctx: RunContext):
+        """Nearest resizing of numbers (a gather, then the extrapolated rows' fills) as
+        compiled calls; None for the other modes and for strings."""
+        return self._nearest_calls(ctx)
+
+    @staticmethod
+    def _nearest_calls(ctx: RunContext):
+        p = ctx.prepared
+        word = numeric_word(ctx.flat_in[0].dtype)
+        if p.gather is None or word is None or ctx.flat_out[0].size == 0:
+            return None
+        tab, starts, oshape, rows, fn, _picks = p.gather
+        y = ctx.flat_out[0].view(word)
+        calls = [(fn, (ctx.flat_in[0].view(word), y, tab, starts, oshape, rows))]
+        for outer, n, inner, fill_rows in p.fills:
+            value = p.fill_value.reshape(1).view(word)[0]
+            calls.append((_FILL.get(False, outer * inner * fill_rows.size >= PARALLEL_MIN),
+                          (y, outer, n, inner, fill_rows, value)))
+        return calls
+
     def run(self, ctx: RunContext) -> None:
         p = ctx.prepared
         x, y = ctx.inputs[0], ctx.outputs[0]
@@ -388,14 +410,12 @@ class Resize(OpKernel):
             np.copyto(y, x)
             return
         if p.gather is not None:
-            tab, starts, oshape, rows, fn, picks = p.gather
-            word = numeric_word(x.dtype)
-            if word is None:            # strings, complex128: numpy moves them
-                y[...] = x[np.ix_(*picks)]
+            calls = self._nearest_calls(ctx)
+            if calls is None:           # strings, complex128: numpy moves them
+                y[...] = x[np.ix_(*p.gather[5])]
+                self._extrapolate(ctx.flat_out[0], p)
             else:
-                fn(ctx.flat_in[0].view(word), ctx.flat_out[0].view(word), tab, starts, oshape,
-                   rows)
-            self._extrapolate(ctx.flat_out[0], p)
+                make_calls(calls)
             return
         src = ctx.flat_in[0]
         if src.dtype != p.wide:

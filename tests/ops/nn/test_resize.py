@@ -169,3 +169,27 @@ def test_resize_errors():
     expect_error(ErrorKind.INVALID_INPUT, ours, "Resize", [x, None, None, i64(1, 1, 6, 8)],
                  {"coordinate_transformation_mode": "tf_crop_and_resize"}, opset=19,
                  match="roi")
+
+
+@pytest.mark.parametrize("dtype", [F32, np.float64, np.int8, np.uint16])
+@pytest.mark.parametrize("transform", ["asymmetric", "tf_crop_and_resize", "half_pixel"])
+def test_resize_nearest_compiled_calls_give_the_first_runs_values(dtype, transform):
+    """From a plan's second run, nearest resizing of numbers runs as compiled calls (the
+    gather, then the fills of extrapolated rows) in the blocks: the values of the first
+    run's Python step, and of onnx's reference."""
+    import graphrt
+    from ...helpers import feeds, one_node
+    x = (rand((2, 3, 5, 7), seed=4) * 50).astype(dtype)
+    inputs = [x, ROI if transform == "tf_crop_and_resize" else None,
+              np.array([1, 1, 2.0, 1.5], F32), None]
+    attrs = {"mode": "nearest", "coordinate_transformation_mode": transform,
+             "extrapolation_value": -3.0 if dtype != np.uint16 else 3.0}
+    model = one_node("Resize", inputs, attrs, 19, consts=(1, 2))
+    sess = graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=1))
+    f = feeds(inputs, consts=(1, 2))
+    runs = [sess.run(None, f)[0] for _ in range(3)]
+    (_key, entry), = sess._plans._entries
+    plain = entry.pool._idle[0].program.plain
+    assert plain and all(fn is not None for fn, _args, _i in plain)    # no Python step
+    assert runs[1].tobytes() == runs[0].tobytes() == runs[2].tobytes()
+    np.testing.assert_array_equal(runs[0], reference("Resize", inputs, attrs, 19))

@@ -193,9 +193,26 @@ def _pack_weights(w, wzp, groups) -> list:
     return out
 
 
+def rows_per_block(rows: int, ow: int, kp: int) -> int:
+    """Output rows a block: the fewest tile columns in all (each block's positions are
+    rounded up to NR columns: a 7 x 7 plane in blocks of two rows computed 128 columns for
+    49 positions, in blocks of four 64), then the most blocks (threads share them), among
+    the blocks whose pairs take at most 4 BLOCK_BYTES (one row at least) that leave two
+    blocks or more an image where the rows allow."""
+    best = (None, 0)
+    for pb in range(1, max(rows, 1) + 1):
+        ld = -(-pb * ow // NR) * NR
+        if pb > 1 and (2 * kp * ld > 4 * BLOCK_BYTES or -(-rows // pb) < min(rows, 2)):
+            break
+        full, rest = divmod(rows, pb)
+        columns = full * ld + (-(-rest * ow // NR) * NR if rest else 0)
+        if best[0] is None or columns < best[0]:
+            best = (columns, pb)
+    return best[1] or 1
+
+
 def _tile_plan(conv_plan, a, k, groups) -> _Tiles:
-    """Blocks of pb whole output rows whose pairs take about BLOCK_BYTES (at least one row),
-    at least four blocks an image where the rows allow (threads share the blocks)."""
+    """Blocks of rows_per_block whole output rows."""
     t = _Tiles()
     t.geo, t.images, t.c, t.m = conv_plan.geo, conv_plan.n, conv_plan.c, conv_plan.m
     t.in_size, t.p, t.groups, t.a, t.k = conv_plan.in_size, conv_plan.out_size, groups, a, k
@@ -205,8 +222,7 @@ def _tile_plan(conv_plan, a, k, groups) -> _Tiles:
     t.taps = tap_table(t.geo, k, t.kp)
     ow_ = int(t.geo[OW])
     rows = t.p // max(1, ow_)
-    per_block = max(1, BLOCK_BYTES // (2 * t.kp * max(1, ow_)))
-    t.pb = max(1, min(per_block, -(-rows // 4)))          # output rows a block
+    t.pb = rows_per_block(rows, ow_, t.kp)                # output rows a block
     t.ld = -(-t.pb * ow_ // NR) * NR
     t.parallel = t.mg * t.p * k >= PARALLEL_WORK
     t.work = t.kp // 2 * t.ld + t.mp * t.ld

@@ -7,6 +7,8 @@ laid out per plan and the model's initializers are allocated here.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 ALIGN = 64
@@ -22,11 +24,8 @@ def aligned_bytes(n: int) -> np.ndarray:
 def aligned_empty(shape, dtype) -> np.ndarray:
     """np.empty(shape, dtype) with its data at a multiple of ALIGN."""
     dt = np.dtype(dtype)
-    shape = tuple(shape) if isinstance(shape, (tuple, list)) else (int(shape),)
-    n = 1
-    for d in shape:
-        n *= int(d)
-    return aligned_bytes(n * dt.itemsize).view(dt).reshape(shape)
+    shape = tuple(map(int, shape)) if isinstance(shape, (tuple, list)) else (int(shape),)
+    return aligned_bytes(math.prod(shape) * dt.itemsize).view(dt).reshape(shape)
 
 
 def aligned_copy(a, dtype=None) -> np.ndarray:

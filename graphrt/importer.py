@@ -345,6 +345,6 @@ def _supplied(t: onnx.TensorProto, value) -> np.ndarray:
 
 def _own(arr: np.ndarray) -> np.ndarray:
     """A C-contiguous array that owns its memory (no reference into the protobuf), aligned
-    to a cache line (aligned.py). It stays writeable: numba compiles read-only arrays as a type of their own, and kernels never write
-    their inputs."""
+    to a cache line (aligned.py). It stays writeable: numba compiles read-only arrays as a
+    type of their own, and kernels never write their inputs."""
     return aligned_copy(arr)

@@ -94,6 +94,59 @@ def _intrinsic(mod, name, fnty):
         return ir.Function(mod, fnty, name)
 
 
+def _vector_ops(mod, fty):
+    """(vector type, its lane count, llvm.fma, llvm.masked.load, llvm.masked.store) of the
+    widest vectors of ``fty`` (the intrinsics declared once in ``mod``)."""
+    double = isinstance(fty, ir.DoubleType)
+    lanes = VBYTES // (8 if double else 4)
+    vty = ir.VectorType(fty, lanes)
+    pty, mty = vty.as_pointer(), ir.VectorType(ir.IntType(1), lanes)
+    suffix = f"v{lanes}f{64 if double else 32}"
+    return (vty, lanes,
+            _intrinsic(mod, f"llvm.fma.{suffix}", ir.FunctionType(vty, [vty] * 3)),
+            _intrinsic(mod, f"llvm.masked.load.{suffix}.p0",
+                       ir.FunctionType(vty, [pty, I32, mty, vty])),
+            _intrinsic(mod, f"llvm.masked.store.{suffix}.p0",
+                       ir.FunctionType(ir.VoidType(), [vty, pty, I32, mty])))
+
+
+def _broadcast(builder, value, vty):
+    """A vector of type ``vty`` with ``value`` in every lane."""
+    undef = ir.Constant(vty, ir.Undefined)
+    return builder.shuffle_vector(builder.insert_element(undef, value, ir.Constant(I32, 0)),
+                                  undef, ir.Constant(ir.VectorType(I32, vty.count),
+                                                     [0] * vty.count))
+
+
+def _live_lanes(builder, n, lanes, first=0):
+    """The mask of lanes j with first + j < n (n an int64)."""
+    wide = ir.VectorType(I64, lanes)
+    return builder.icmp_signed("<", ir.Constant(wide, [first + j for j in range(lanes)]),
+                               _broadcast(builder, n, wide))
+
+
+def _vector_memory(builder, vty, mload, mstore, align: int):
+    """(load(ptr, mask), store(v, ptr, mask)) of vectors of ``vty`` at a pointer to an
+    element: masked (llvm.masked.*, lanes off the mask neither read nor written) unless
+    mask is None."""
+    a = ir.Constant(I32, align)
+    zero = ir.Constant(vty, [0.0] * vty.count)
+
+    def load(ptr, mask):
+        ptr = builder.bitcast(ptr, vty.as_pointer())
+        if mask is None:
+            return builder.load(ptr, align=align)
+        return builder.call(mload, [ptr, a, mask, zero])
+
+    def store(v, ptr, mask):
+        ptr = builder.bitcast(ptr, vty.as_pointer())
+        if mask is None:
+            builder.store(v, ptr, align=align)
+        else:
+            builder.call(mstore, [v, ptr, a, mask])
+    return load, store
+
+
 def _emit(mod, name, fty, rows, fused, form, table):
     """One kernel: ``rows`` rows of accumulators, two vectors of columns (one for HALF),
     masked loads and stores of C, E and B for the first w columns (MASKED, HALF)."""
@@ -101,42 +154,20 @@ def _emit(mod, name, fty, rows, fused, form, table):
     a_base, a_k, a_r, b_base, ldb, t_base, c_base, ldc, kc, load, w, e_base, e_si, flags = \
         fn.args
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    double = isinstance(fty, ir.DoubleType)
-    lanes = VBYTES // (8 if double else 4)
+    vty, lanes, fma, mload, mstore = _vector_ops(mod, fty)
     nv = 1 if form == HALF else 2
     masked = form != FULL
-    vty = ir.VectorType(fty, lanes)
-    suffix = f"v{lanes}f{64 if double else 32}"
-    fma = _intrinsic(mod, f"llvm.fma.{suffix}", ir.FunctionType(vty, [vty] * 3))
     zero_v = ir.Constant(vty, [0.0] * lanes)
-    align = 8 if double else 4
-    if masked:
-        # lane j of vector h is live when h * lanes + j < w
-        mty = ir.VectorType(ir.IntType(1), lanes)
-        wide = ir.VectorType(I64, lanes)
-        wv = builder.insert_element(ir.Constant(wide, ir.Undefined), w, ir.Constant(I32, 0))
-        wv = builder.shuffle_vector(wv, ir.Constant(wide, ir.Undefined),
-                                    ir.Constant(ir.VectorType(I32, lanes), [0] * lanes))
-        masks = [builder.icmp_signed("<", ir.Constant(wide, [h * lanes + j for j in range(lanes)]),
-                                     wv) for h in range(nv)]
-        pty = vty.as_pointer()
-        mload = _intrinsic(mod, f"llvm.masked.load.{suffix}.p0",
-                           ir.FunctionType(vty, [pty, I32, mty, vty]))
-        mstore = _intrinsic(mod, f"llvm.masked.store.{suffix}.p0",
-                            ir.FunctionType(ir.VoidType(), [vty, pty, I32, mty]))
+    read, write = _vector_memory(builder, vty, mload, mstore,
+                                 8 if isinstance(fty, ir.DoubleType) else 4)
+    # lane j of vector h is live when h * lanes + j < w
+    masks = [_live_lanes(builder, w, lanes, h * lanes) if masked else None for h in range(nv)]
 
     def vload(ptr, h=0):
-        ptr = builder.bitcast(ptr, vty.as_pointer())
-        if masked:
-            return builder.call(mload, [ptr, ir.Constant(I32, align), masks[h], zero_v])
-        return builder.load(ptr, align=align)
+        return read(ptr, masks[h])
 
     def vstore(v, ptr, h):
-        ptr = builder.bitcast(ptr, vty.as_pointer())
-        if masked:
-            builder.call(mstore, [v, ptr, ir.Constant(I32, align), masks[h]])
-        else:
-            builder.store(v, ptr, align=align)
+        write(v, ptr, masks[h])
 
     # initial accumulators: C's tile when ``load``, else zeros
     loading = builder.icmp_unsigned("!=", load, ir.Constant(I64, 0))
@@ -160,13 +191,10 @@ def _emit(mod, name, fty, rows, fused, form, table):
     a_r1 = builder.asm(ir.FunctionType(I64, [I64]), "", "=r,0", [a_r], True)
     a_r2 = builder.add(a_r1, a_r1)
     new = []
-    undef = ir.Constant(vty, ir.Undefined)
-    splat = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
     for r in range(rows):
         g, m = gptr[r // 3], r % 3
         s = builder.load(g if m == 0 else builder.gep(g, [a_r1 if m == 1 else a_r2]))
-        sv = builder.shuffle_vector(builder.insert_element(undef, s, ir.Constant(I32, 0)),
-                                    undef, splat)
+        sv = _broadcast(builder, s, vty)
         for h in range(nv):
             if fused:
                 new.append(builder.call(fma, [sv, bv[h], accs[nv * r + h]]))
@@ -198,26 +226,16 @@ def _emit_gemv(mod, name, fty, fused):
     fn = ir.Function(mod, _gemv_signature(fty), name)
     a, a_k, b, ldb, c, kc, cols = fn.args
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    lanes = VBYTES // (8 if isinstance(fty, ir.DoubleType) else 4)
-    vty = ir.VectorType(fty, lanes)
-    pty = vty.as_pointer()
-    suffix = f"v{lanes}f{64 if isinstance(fty, ir.DoubleType) else 32}"
-    fma = _intrinsic(mod, f"llvm.fma.{suffix}", ir.FunctionType(vty, [vty] * 3))
-    mty = ir.VectorType(ir.IntType(1), lanes)
-    mload = _intrinsic(mod, f"llvm.masked.load.{suffix}.p0",
-                       ir.FunctionType(vty, [pty, I32, mty, vty]))
-    mstore = _intrinsic(mod, f"llvm.masked.store.{suffix}.p0",
-                        ir.FunctionType(ir.VoidType(), [vty, pty, I32, mty]))
-    align = ir.Constant(I32, 8 if isinstance(fty, ir.DoubleType) else 4)
+    vty, lanes, fma, mload, mstore = _vector_ops(mod, fty)
+    load, store = _vector_memory(builder, vty, mload, mstore,
+                                 8 if isinstance(fty, ir.DoubleType) else 4)
     zero = ir.Constant(vty, [0.0] * lanes)
-    undef = ir.Constant(vty, ir.Undefined)
-    splat = ir.Constant(ir.VectorType(I32, lanes), [0] * lanes)
 
     def const(v):
         return ir.Constant(I64, v)
 
     def at(base, off):
-        return builder.bitcast(builder.gep(base, [off]), pty)
+        return builder.gep(base, [off])
 
     def columns(update):
         """update(offset, mask) for each vector of columns: full blocks, single vectors,
@@ -237,22 +255,7 @@ def _emit_gemv(mod, name, fty, fused):
         last = builder.add(done, builder.mul(singles, const(lanes)))
         rest = builder.sub(cols, last)
         with builder.if_then(builder.icmp_signed(">", rest, const(0))):
-            wide = ir.VectorType(I64, lanes)
-            rv = builder.shuffle_vector(builder.insert_element(ir.Constant(wide, ir.Undefined),
-                                                               rest, ir.Constant(I32, 0)),
-                                        ir.Constant(wide, ir.Undefined), splat)
-            update(last, builder.icmp_signed("<", ir.Constant(wide, list(range(lanes))), rv))
-
-    def load(ptr, mask):
-        if mask is None:
-            return builder.load(ptr, align=align.constant)
-        return builder.call(mload, [ptr, align, mask, zero])
-
-    def store(v, ptr, mask):
-        if mask is None:
-            builder.store(v, ptr, align=align.constant)
-        else:
-            builder.call(mstore, [v, ptr, align, mask])
+            update(last, _live_lanes(builder, rest, lanes))
 
     def add_rows(k0, count):
         """c += the products of rows k0 .. k0 + count - 1, in that order."""
@@ -260,9 +263,7 @@ def _emit_gemv(mod, name, fty, fused):
         for u in range(count):
             k = builder.add(k0, const(u))
             x = builder.load(builder.gep(a, [builder.mul(k, a_k)]))
-            xv = builder.shuffle_vector(builder.insert_element(undef, x, ir.Constant(I32, 0)),
-                                        undef, splat)
-            terms.append((xv, builder.gep(b, [builder.mul(k, ldb)])))
+            terms.append((_broadcast(builder, x, vty), builder.gep(b, [builder.mul(k, ldb)])))
 
         def update(off, mask):
             ptr = at(c, off)

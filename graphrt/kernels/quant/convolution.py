@@ -199,16 +199,16 @@ def rows_per_block(rows: int, ow: int, kp: int) -> int:
     49 positions, in blocks of four 64), then the most blocks (threads share them), among
     the blocks whose pairs take at most 4 BLOCK_BYTES (one row at least) that leave two
     blocks or more an image where the rows allow."""
-    best = (None, 0)
-    for pb in range(1, max(rows, 1) + 1):
+    best, fewest = 1, None
+    for pb in range(1, rows + 1):
         ld = -(-pb * ow // NR) * NR
-        if pb > 1 and (2 * kp * ld > 4 * BLOCK_BYTES or -(-rows // pb) < min(rows, 2)):
+        if pb > 1 and (2 * kp * ld > 4 * BLOCK_BYTES or -(-rows // pb) < 2):
             break
         full, rest = divmod(rows, pb)
-        columns = full * ld + (-(-rest * ow // NR) * NR if rest else 0)
-        if best[0] is None or columns < best[0]:
-            best = (columns, pb)
-    return best[1] or 1
+        columns = full * ld + -(-rest * ow // NR) * NR
+        if fewest is None or columns < fewest:
+            best, fewest = pb, columns
+    return best
 
 
 def _tile_plan(conv_plan, a, k, groups) -> _Tiles:

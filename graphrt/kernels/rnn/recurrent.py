@@ -36,7 +36,7 @@ import functools
 import numpy as np
 from numba import njit, prange
 
-from ...aligned import ALIGN, aligned_copy
+from ...aligned import ALIGN, aligned_copy, aligned_empty
 from ...errors import ErrorKind
 from ..core.base import Calls, InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.broadcast import canonical_nans
@@ -416,7 +416,7 @@ class _Recurrent(OpKernel):
         wp = None
         if w is not None and not wt.size and own_tiles(work, ctx.exact):
             panels = [pack_panels(np.asarray(w[d]).T, work) for d in range(dirs)]
-            wp = aligned_copy(np.concatenate(panels))
+            wp = np.concatenate(panels, out=aligned_empty(dirs * panels[0].size, work))
             nr = nr_of(np.dtype(work).itemsize)
             product = Product(work, rows, gh, isz, (isz, 1), (nr, isz), offa,
                               np.arange(dirs, dtype=np.int64) * panels[0].size,

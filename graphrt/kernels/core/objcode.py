@@ -30,6 +30,11 @@ def _target():
     return triple, cpu, features
 
 
+def target_features() -> set[str]:
+    """The CPU features numba builds for (``avx512vnni``, ...)."""
+    return {f[1:] for f in _target()[2].split(",") if f.startswith("+")}
+
+
 def _machine(triple, cpu, features):
     return llb.Target.from_triple(triple).create_target_machine(
         cpu=cpu, features=features, opt=3, codemodel="jitdefault", jit=True)

@@ -18,6 +18,16 @@ registers; AVX-512: 12 x 32): for each pair p, A's two values of row r, broadcas
 32-bit word, times a vector of B's pairs, through pmaddwd, added to the row's accumulators.
 The tile kernel is LLVM IR of this module's own, compiled once and kept in graphrt's kernel
 cache like the float micro-kernels (micro_ir.py), and called through its address.
+
+On CPUs with AVX512-VNNI (``VNNI``) a second form takes bytes: one operand unsigned (the
+8-bit input plus 128 when it is int8), the other signed (constant weights minus their zero
+points, where every value fits int8), four products a lane added into int32 by vpdpbusd:
+twice the pairs' work an instruction, and no separate add. Rows are K rounded up to 4
+bytes; B's quads of rows are laid out like the pairs (four values of a column side by
+side). The unsigned operand's zero point is taken out afterwards, exactly:
+sum_k s[k] * (u[k] - z) = sum_k s[k] * u[k] - z * sum_k s[k] (the signed operand's sums are
+made when it is packed). Which operand is broadcast is the form's: ``SIGNED_ROWS`` (A signed:
+a convolution's weights) or ``UNSIGNED_ROWS`` (A unsigned: a product's activations).
 """
 from __future__ import annotations
 
@@ -31,10 +41,10 @@ from numba.extending import intrinsic
 
 from ...aligned import aligned_copy
 from ..core.jit import Variants, file_tag
-from ..core.objcode import compiled_object, loaded
+from ..core.objcode import compiled_object, loaded, target_features
 from .micro_ir import VBYTES, call_codegen, counted_loop, once
 
-I16, I32, I64 = ir.IntType(16), ir.IntType(32), ir.IntType(64)
+I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 LANES = VBYTES // 4             # int32 accumulators per vector
 NR = 2 * LANES                  # columns per tile
 MR = 12 if VBYTES == 64 else 6  # rows per tile
@@ -43,44 +53,66 @@ NAME = "graphrt_int16_tile"
 _PMADD = {16: "llvm.x86.sse2.pmadd.wd", 32: "llvm.x86.avx2.pmadd.wd",
           64: "llvm.x86.avx512.pmaddw.d.512"}
 AVAILABLE = llb.get_process_triple().startswith("x86_64") and VBYTES in _PMADD
+PAIRS, SIGNED_ROWS, UNSIGNED_ROWS = "int16", "s8-rows", "u8-rows"   # the tile forms
+STEP = {PAIRS: 2, SIGNED_ROWS: 4, UNSIGNED_ROWS: 4}     # k values a 32-bit word holds
 
 SOURCE_TAG = file_tag(__file__)
 
 
-def _signature() -> ir.FunctionType:
-    #                            a             lda  b             ldb  c             ldc  pairs
-    return ir.FunctionType(ir.VoidType(), [I16.as_pointer(), I64, I16.as_pointer(), I64,
-                                           I32.as_pointer(), I64, I64])
+def vnni() -> bool:
+    """Whether the byte forms run here: AVX-512 with VNNI in numba's target (a forced
+    portable target has neither)."""
+    return AVAILABLE and VBYTES == 64 and "avx512vnni" in target_features()
 
 
-def module_text() -> str:
-    """One MR x NR tile: c[r*ldc + j] = sum over p < pairs of a[r*lda + 2p] * b[p*ldb + 2j]
-    + a[r*lda + 2p + 1] * b[p*ldb + 2j + 1]."""
-    mod = ir.Module(name=NAME)
+def _signature(form: str) -> ir.FunctionType:
+    e = (I16 if form == PAIRS else I8).as_pointer()
+    #                            a  lda  b  ldb  c                  ldc  steps
+    return ir.FunctionType(ir.VoidType(), [e, I64, e, I64, I32.as_pointer(), I64, I64])
+
+
+def _name(form: str) -> str:
+    return NAME if form == PAIRS else f"graphrt_int8_tile_{form[:2]}"
+
+
+def module_text(form: str = PAIRS) -> str:
+    """One MR x NR tile: c[r*ldc + j] = sum over p < steps, t < STEP of
+    a[r*lda + STEP*p + t] * b[p*ldb + STEP*j + t] (int16 pairs through pmaddwd, or bytes
+    through vpdpbusd: A's signed with SIGNED_ROWS, else B's)."""
+    step = STEP[form]
+    mod = ir.Module(name=_name(form))
     mod.triple = llb.get_process_triple()
-    fn = ir.Function(mod, _signature(), NAME)
-    a, lda, b, ldb, c, ldc, pairs = fn.args
-    vi16 = ir.VectorType(I16, 2 * LANES)
+    fn = ir.Function(mod, _signature(form), _name(form))
+    a, lda, b, ldb, c, ldc, steps = fn.args
     vi32 = ir.VectorType(I32, LANES)
-    pmadd = ir.Function(mod, ir.FunctionType(vi32, [vi16, vi16]), _PMADD[VBYTES])
+    if form == PAIRS:
+        vop = ir.VectorType(I16, 2 * LANES)
+        pmadd = ir.Function(mod, ir.FunctionType(vi32, [vop, vop]), _PMADD[VBYTES])
+    else:
+        dot = ir.Function(mod, ir.FunctionType(vi32, [vi32] * 3),
+                          "llvm.x86.avx512.vpdpbusd.512")
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
     zero = ir.Constant(vi32, [0] * LANES)
-    p, accs, finish = counted_loop(builder, pairs, [zero] * (MR * 2))
+    p, accs, finish = counted_loop(builder, steps, [zero] * (MR * 2))
     brow = builder.gep(b, [builder.mul(p, ldb)])
-    bv = [builder.load(builder.bitcast(builder.gep(brow, [ir.Constant(I64, h * 2 * LANES)]),
-                                       vi16.as_pointer()), align=2) for h in range(2)]
+    bv = [builder.load(builder.bitcast(builder.gep(brow, [ir.Constant(I64, h * step * LANES)]),
+                                       vi32.as_pointer()), align=1) for h in range(2)]
     undef = ir.Constant(vi32, ir.Undefined)
     splat = ir.Constant(ir.VectorType(I32, LANES), [0] * LANES)
-    two_p = builder.add(p, p)
+    at_p = builder.mul(p, ir.Constant(I64, step))
     new = []
     for r in range(MR):
-        at = builder.gep(a, [builder.add(builder.mul(lda, ir.Constant(I64, r)), two_p)])
-        word = builder.load(builder.bitcast(at, I32.as_pointer()), align=2)
-        pair = builder.shuffle_vector(builder.insert_element(undef, word, ir.Constant(I32, 0)),
+        at = builder.gep(a, [builder.add(builder.mul(lda, ir.Constant(I64, r)), at_p)])
+        word = builder.load(builder.bitcast(at, I32.as_pointer()), align=1)
+        word = builder.shuffle_vector(builder.insert_element(undef, word, ir.Constant(I32, 0)),
                                       undef, splat)
-        pair = builder.bitcast(pair, vi16)
         for h in range(2):
-            new.append(builder.add(accs[2 * r + h], builder.call(pmadd, [pair, bv[h]])))
+            if form == PAIRS:
+                new.append(builder.add(accs[2 * r + h], builder.call(
+                    pmadd, [builder.bitcast(word, vop), builder.bitcast(bv[h], vop)])))
+            else:       # vpdpbusd(acc, unsigned bytes, signed bytes)
+                u, s_ = (bv[h], word) if form == SIGNED_ROWS else (word, bv[h])
+                new.append(builder.call(dot, [accs[2 * r + h], u, s_]))
     outs = finish(new)
     for r in range(MR):
         row = builder.gep(c, [builder.mul(ldc, ir.Constant(I64, r))])
@@ -96,23 +128,23 @@ _TABLE: dict = {}
 _LOCK = threading.Lock()
 
 
-def _load():
-    return loaded(compiled_object("int16-tile", [SOURCE_TAG, str(VBYTES)], module_text, "gemm"),
-                  [NAME])
+def _load(form):
+    return loaded(compiled_object(f"{form}-tile", [SOURCE_TAG, str(VBYTES), form],
+                                  lambda: module_text(form), "gemm"), [_name(form)])
 
 
-def address() -> int:
-    """The tile kernel's address, loaded once per process."""
-    return int(once(_TABLE, _LOCK, (), _load)[0])
+def address(form: str = PAIRS) -> int:
+    """The address of the tile kernel of ``form``, loaded once per process."""
+    return int(once(_TABLE, _LOCK, (form,), _load)[0])
 
 
 @intrinsic
-def tile(typingctx, addr, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, pairs):
-    """One MR x NR tile (module_text) of the kernel at ``addr`` on a[a_off:], b[b_off:] (int16)
-    into c[c_off:] (int32)."""
-    sig = types.void(addr, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, pairs)
-
-    codegen = call_codegen(lambda context, sig: _signature(),
+def tile(typingctx, addr, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, steps):
+    """One MR x NR tile (module_text) of the kernel at ``addr`` on a[a_off:], b[b_off:]
+    (int16, or 8-bit for the byte forms) into c[c_off:] (int32)."""
+    sig = types.void(addr, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, steps)
+    form = PAIRS if a.dtype.bitwidth == 16 else SIGNED_ROWS
+    codegen = call_codegen(lambda context, sig: _signature(form),
                            [(1, 2), 3, (4, 5), 6, (7, 8), 9, 10])
     return sig, codegen
 
@@ -145,18 +177,19 @@ def pack_b(b: np.ndarray, zp: np.ndarray | None, k: int, n: int) -> tuple[np.nda
     return aligned_copy(wide.reshape(kp // 2, 2, np_).transpose(0, 2, 1)).reshape(-1), np_
 
 
-def _product(addr, a, b, c, mp, kp, np_, tiles_n, by_columns, tiles):
-    """c (mp x np_) = a @ b, one tile a task, ``tiles`` = (mp / MR) * tiles_n; tasks walk a
-    row of tiles (by_columns False: A's MR rows stay in cache while B streams) or a column
-    (True: B's NR columns stay while A, the smaller operand there, is read from cache
-    again)."""
+def _product(addr, a, b, c, mp, kp, np_, step, tiles_n, by_columns, tiles):
+    """c (mp x np_) = a @ b (rows of kp values, ``step`` a word: STEP of the tile's form),
+    one tile a task, ``tiles`` = (mp / MR) * tiles_n; tasks walk a row of tiles (by_columns
+    False: A's MR rows stay in cache while B streams) or a column (True: B's NR columns stay
+    while A, the smaller operand there, is read from cache again)."""
     tiles_m = mp // MR
     for t in prange(tiles):
         if by_columns:
             i0, j0 = (t % tiles_m) * MR, (t // tiles_m) * NR
         else:
             i0, j0 = (t // tiles_n) * MR, (t % tiles_n) * NR
-        tile(addr, a, i0 * kp, kp, b, 2 * j0, 2 * np_, c, i0 * np_ + j0, np_, kp // 2)
+        tile(addr, a, i0 * kp, kp, b, step * j0, step * np_, c, i0 * np_ + j0, np_,
+             kp // step)
 
 
 # serial and parallel forms under names of their own (numba's cache would take one for
@@ -170,3 +203,44 @@ def unpack(c, np_, m, n, out):
     for i in range(m):
         for j in range(n):
             out[i * n + j] = c[i * np_ + j]
+
+
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+def pack_a8(x, shift, m, k, mp, kq, out):
+    """out (mp x kq uint8) = x (m x k, 8-bit) + shift (128 for int8 x, else 0); zeros pad."""
+    for i in range(mp):
+        base = i * kq
+        if i < m:
+            for q in range(k):
+                out[base + q] = np.uint8(np.int32(x[i * k + q]) + shift)
+            for q in range(k, kq):
+                out[base + q] = 0
+        else:
+            for q in range(kq):
+                out[base + q] = 0
+
+
+def pack_b8(b: np.ndarray, zp: np.ndarray | None, k: int, n: int):
+    """B (k x n, 8-bit) minus its zero points as the signed operand of UNSIGNED_ROWS (quads
+    of rows, Np = N rounded up to NR columns): (the int8 array, Np, each column's sum over k
+    as int32), or None where a value of B - zp does not fit int8."""
+    kq, np_ = -(-k // 4) * 4, -(-n // NR) * NR
+    z = np.zeros(1, np.int16) if zp is None else np.asarray(zp, np.int16).reshape(-1)
+    shifted = b.reshape(k, n).astype(np.int16) - z
+    if shifted.size and (shifted.min() < -128 or shifted.max() > 127):
+        return None
+    wide = np.zeros((kq, np_), np.int8)
+    wide[:k, :n] = shifted
+    sums = wide.sum(axis=0, dtype=np.int32)
+    return aligned_copy(wide.reshape(kq // 4, 4, np_).transpose(0, 2, 1)).reshape(-1), np_, sums
+
+
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+def unpack8(c, np_, m, n, zp, shift, sums, out):
+    """out (m x n) = c's first m rows and n columns minus (row i's zero point + shift) times
+    each column's sum of B (zp[0] for one value, else zp[i % zp.size])."""
+    nz = zp.size
+    for i in range(m):
+        z = np.int32(zp[0] if nz == 1 else zp[i % nz]) + shift
+        for j in range(n):
+            out[i * n + j] = c[i * np_ + j] - z * sums[j]

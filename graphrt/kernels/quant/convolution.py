@@ -29,6 +29,7 @@ import numpy as np
 import numba
 from numba import njit, prange
 
+from ...aligned import aligned_copy
 from ...errors import ErrorKind
 from ..core.base import InferContext, NodeInfo, OpKernel, RunContext, make_calls, scratch
 from ..core.held import held_buffer
@@ -119,35 +120,109 @@ def _pairs(x, z, g, taps, x0, kp, r0, r1, ld, out):
             out[base + j] = 0
 
 
-def _blocks(addr, x, zp, g, taps, x0, kp, p_, pb, ldmax, a, mp, mg, bias, m0, out, o0, mult,
-            off, yzp, lo, hi, work, blocks):
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
+def _quads(x, shift, pad, g, taps, x0, kq, r0, r1, ld, out):
+    """out[q * ld + j] = the int32 word of micro_int's unsigned quad of taps 4q ... 4q + 3
+    (``tap_table``) at output position r0 * OW + j, for the output rows r0 <= r < r1: byte t
+    x + shift at tap 4q + t, ``pad`` in the padding (x's zero point + shift); columns
+    (r1 - r0) * OW <= j < ld are 0. x's channels of one image and group start at x[x0]."""
+    oh_, ow_ = g[OH], g[OW]
+    sw = g[SW]
+    n = (r1 - r0) * ow_
+    for q in range(kq // 4):
+        base = q * ld
+        t0 = (taps[4 * q, 0], taps[4 * q, 1], taps[4 * q, 2], taps[4 * q, 3], taps[4 * q, 4],
+              taps[4 * q, 5])
+        t1 = (taps[4 * q + 1, 0], taps[4 * q + 1, 1], taps[4 * q + 1, 2], taps[4 * q + 1, 3],
+              taps[4 * q + 1, 4], taps[4 * q + 1, 5])
+        t2 = (taps[4 * q + 2, 0], taps[4 * q + 2, 1], taps[4 * q + 2, 2], taps[4 * q + 2, 3],
+              taps[4 * q + 2, 4], taps[4 * q + 2, 5])
+        t3 = (taps[4 * q + 3, 0], taps[4 * q + 3, 1], taps[4 * q + 3, 2], taps[4 * q + 3, 3],
+              taps[4 * q + 3, 4], taps[4 * q + 3, 5])
+        od, oh = r0 // oh_, r0 % oh_
+        for r in range(r0, r1):
+            s0, a0, b0 = _row_start(g, x0, t0, od, oh)
+            s1, a1, b1 = _row_start(g, x0, t1, od, oh)
+            s2, a2, b2 = _row_start(g, x0, t2, od, oh)
+            s3, a3, b3 = _row_start(g, x0, t3, od, oh)
+            oh += 1
+            if oh == oh_:
+                od, oh = od + 1, 0
+            o = base + (r - r0) * ow_
+            lo, hi = max(max(a0, a1), max(a2, a3)), min(min(b0, b1), min(b2, b3))
+            if lo >= hi:
+                lo, hi = 0, 0
+            for i in range(lo):
+                out[o + i] = _quad_at(x, shift, pad, sw, i, s0, a0, b0, s1, a1, b1, s2, a2, b2,
+                                      s3, a3, b3)
+            # unsigned indices: numba's wraparound of negative ones would keep it scalar
+            u0, u1, u2, u3 = np.uint64(s0), np.uint64(s1), np.uint64(s2), np.uint64(s3)
+            uo, us = np.uint64(o), np.uint64(sw)
+            for i in range(np.uint64(lo), np.uint64(hi)):
+                out[uo + i] = ((np.int32(x[u0 + i * us]) + shift)
+                               | ((np.int32(x[u1 + i * us]) + shift) << 8)
+                               | ((np.int32(x[u2 + i * us]) + shift) << 16)
+                               | ((np.int32(x[u3 + i * us]) + shift) << 24))
+            for i in range(max(lo, hi), ow_):
+                out[o + i] = _quad_at(x, shift, pad, sw, i, s0, a0, b0, s1, a1, b1, s2, a2, b2,
+                                      s3, a3, b3)
+        for j in range(n, ld):
+            out[base + j] = 0
+
+
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
+def _quad_at(x, shift, pad, sw, i, s0, a0, b0, s1, a1, b1, s2, a2, b2, s3, a3, b3):
+    """_quads' word at column i where some of its taps may be padding."""
+    v0 = np.int32(x[s0 + i * sw]) + shift if a0 <= i < b0 else pad
+    v1 = np.int32(x[s1 + i * sw]) + shift if a1 <= i < b1 else pad
+    v2 = np.int32(x[s2 + i * sw]) + shift if a2 <= i < b2 else pad
+    v3 = np.int32(x[s3 + i * sw]) + shift if a3 <= i < b3 else pad
+    return v0 | (v1 << 8) | (v2 << 16) | (v3 << 24)
+
+
+def _blocks(addr, x, zp, shift, g, taps, x0, kp, p_, pb, ldmax, a, sums, mp, mg, bias, m0,
+            out, o0, mult, off, yzp, lo, hi, work, blocks):
     """One image and group of the convolution: the ``blocks`` blocks of pb output rows (at
     most ldmax positions, rounded up to NR) in parallel;
-    each builds its pairs (``_pairs``, cache-resident), runs micro_int's tiles over every
-    output channel of the group, and writes out[o0 + i * p_ + j] = acc + bias[m0 + i]
-    (int32), or with REQUANT that requantized (quantize.requantized: mult, off per channel
-    m0 + i or one value, yzp one value, clamped to [lo, hi])."""
-    z = np.int32(zp[0])
+    each builds its words of taps (``_pairs``, or ``_quads`` with QUADS; cache-resident),
+    runs micro_int's tiles over every output channel of the group, and writes
+    out[o0 + i * p_ + j] = acc + bias[m0 + i] (int32), or with REQUANT that requantized
+    (quantize.requantized: mult, off per channel m0 + i or one value, yzp one value, clamped
+    to [lo, hi]). With QUADS, acc is taken from the unsigned taps (x + shift) and corrected
+    by (x's zero point + shift) * sums[i] (row i's sum of a)."""
+    z, sh = np.int32(zp[0]), np.int32(shift)
+    pad = z + sh
     has_b = bias.size > 0
     nm, no = mult.size > 1, off.size > 1
     has_off = off.size > 0
     tm = mp // MR
     rows = p_ // g[OW]
+    step = 4 if QUADS else 2
     for blk in prange(blocks):
         r0 = blk * pb
         r1 = min(rows, r0 + pb)
         j0, j1 = r0 * g[OW], r1 * g[OW]
         ld = (j1 - j0 + NR - 1) // NR * NR
         row = work[numba.get_thread_id()]
-        cb = kp // 2 * ldmax                # where C starts in the row (after B)
-        _pairs(x, z, g, taps, x0, kp, r0, r1, ld, row)
-        half = row.view(np.int16)
-        for t in range(tm * (ld // NR)):
-            i0, jj = (t % tm) * MR, (t // tm) * NR
-            micro_int.tile(addr, a, i0 * kp, kp, half, 2 * jj, 2 * ld, row, cb + i0 * ld + jj,
-                           ld, kp // 2)
+        cb = kp // step * ldmax             # where C starts in the row (after B)
+        if QUADS:
+            _quads(x, sh, pad, g, taps, x0, kp, r0, r1, ld, row)
+            taps8 = row.view(np.uint8)
+            for t in range(tm * (ld // NR)):
+                i0, jj = (t % tm) * MR, (t // tm) * NR
+                micro_int.tile(addr, a, i0 * kp, kp, taps8, 4 * jj, 4 * ld, row,
+                               cb + i0 * ld + jj, ld, kp // 4)
+        else:
+            _pairs(x, z, g, taps, x0, kp, r0, r1, ld, row)
+            taps16 = row.view(np.int16)
+            for t in range(tm * (ld // NR)):
+                i0, jj = (t % tm) * MR, (t // tm) * NR
+                micro_int.tile(addr, a, i0 * kp, kp, taps16, 2 * jj, 2 * ld, row,
+                               cb + i0 * ld + jj, ld, kp // 2)
         for i in range(mg):
             bv = bias[m0 + i] if has_b else np.int32(0)
+            if QUADS:
+                bv -= pad * sums[i]
             # unsigned indices, as in _pairs
             dst, src = np.uint64(o0 + i * p_ + j0), np.uint64(cb + i * ld)
             if REQUANT:
@@ -162,47 +237,59 @@ def _blocks(addr, x, zp, g, taps, x0, kp, p_, pb, ldmax, a, mp, mg, bias, m0, ou
                     out[dst + j] = row[src + j] + bv
 
 
-REQUANT = False
+REQUANT = QUADS = False
 _NO_REQUANT = (np.zeros(1), np.zeros(0), np.zeros(1, np.int32), 0, 0)
-BLOCKS = Variants(_blocks, "conv_integer_blocks", parallel=True, REQUANT=False)
-REQUANTIZED_BLOCKS = Variants(_blocks, "conv_integer_blocks_requant", parallel=True,
-                              REQUANT=True)
+# (requantized, quads): the compiled forms
+BLOCKS = {(r, q): Variants(_blocks, "conv_integer_blocks" + "_requant" * r + "_quads" * q,
+                           parallel=True, REQUANT=r, QUADS=q)
+          for r in (False, True) for q in (False, True)}
 
 
 class _Tiles:
     """The integer-tile plan: packed weights per group and the blocks' extents."""
 
-    __slots__ = ("a", "images", "groups", "c", "m", "mg", "k", "kp", "mp", "p", "pb",
-                 "ld", "in_size", "geo", "taps", "parallel", "work")
+    __slots__ = ("a", "sums", "quads", "images", "groups", "c", "m", "mg", "k", "kp", "mp",
+                 "p", "pb", "ld", "in_size", "geo", "taps", "parallel", "work")
 
 
-def _pack_weights(w, wzp, groups) -> list:
-    """Each group's weights minus their zero points as micro_int's A: int16 rows of K
-    rounded up to even, MR-row tiles (zeros pad)."""
+def _pack_weights(w, wzp, groups, quads: bool) -> tuple[list, list]:
+    """Each group's weights minus their zero points as micro_int's A, MR-row tiles (zeros
+    pad): int16 rows of K rounded up to even, or with ``quads`` int8 rows of K rounded up
+    to 4; and with quads each group's row sums (int32), else empty arrays."""
     m, k = w.shape[0], w[0].size
     mg = m // groups
     mp = -(-mg // MR) * MR
+    kp = -(-k // 4) * 4 if quads else k + (k & 1)
     rows = w.reshape(m, k)
     z = np.broadcast_to(np.asarray(wzp, np.int16).reshape(-1, 1), (m, 1))
-    out = []
+    out, sums = [], []
     for gi in range(groups):
-        a = np.zeros((mp, k + (k & 1)), np.int16)
+        a = np.zeros((mp, kp), np.int16)
         part = slice(gi * mg, (gi + 1) * mg)
         np.subtract(rows[part], z[part], out=a[:mg, :k], dtype=np.int16)
-        out.append(a.reshape(-1))
-    return out
+        out.append(aligned_copy(a.astype(np.int8) if quads else a).reshape(-1))
+        sums.append(a.sum(axis=1, dtype=np.int32) if quads else np.zeros(0, np.int32))
+    return out, sums
 
 
-def rows_per_block(rows: int, ow: int, kp: int) -> int:
+def fits_int8(w, wzp) -> bool:
+    """Whether every weight minus its zero point fits int8 (the byte tiles' signed
+    operand)."""
+    shifted = np.subtract(w.reshape(w.shape[0], -1), np.asarray(wzp, np.int16).reshape(-1, 1),
+                          dtype=np.int16)
+    return shifted.size == 0 or (int(shifted.min()) >= -128 and int(shifted.max()) <= 127)
+
+
+def rows_per_block(rows: int, ow: int, column_bytes: int) -> int:
     """Output rows a block: the fewest tile columns in all (each block's positions are
     rounded up to NR columns: a 7 x 7 plane in blocks of two rows computed 128 columns for
     49 positions, in blocks of four 64), then the most blocks (threads share them), among
-    the blocks whose pairs take at most 4 BLOCK_BYTES (one row at least) that leave two
-    blocks or more an image where the rows allow."""
+    the blocks whose taps (``column_bytes`` a column) take at most 4 BLOCK_BYTES (one row
+    at least) that leave two blocks or more an image where the rows allow."""
     best, fewest = 1, None
     for pb in range(1, rows + 1):
         ld = -(-pb * ow // NR) * NR
-        if pb > 1 and (2 * kp * ld > 4 * BLOCK_BYTES or -(-rows // pb) < 2):
+        if pb > 1 and (column_bytes * ld > 4 * BLOCK_BYTES or -(-rows // pb) < 2):
             break
         full, rest = divmod(rows, pb)
         columns = full * ld + -(-rest * ow // NR) * NR
@@ -211,21 +298,23 @@ def rows_per_block(rows: int, ow: int, kp: int) -> int:
     return best
 
 
-def _tile_plan(conv_plan, a, k, groups) -> _Tiles:
+def _tile_plan(conv_plan, packed, k, groups, quads) -> _Tiles:
     """Blocks of rows_per_block whole output rows."""
     t = _Tiles()
     t.geo, t.images, t.c, t.m = conv_plan.geo, conv_plan.n, conv_plan.c, conv_plan.m
-    t.in_size, t.p, t.groups, t.a, t.k = conv_plan.in_size, conv_plan.out_size, groups, a, k
+    t.in_size, t.p, t.groups, t.k = conv_plan.in_size, conv_plan.out_size, groups, k
+    (t.a, t.sums), t.quads = packed, quads
     t.mg = t.m // groups
-    t.kp = k + (k & 1)
+    t.kp = -(-k // 4) * 4 if quads else k + (k & 1)
     t.mp = -(-t.mg // MR) * MR
     t.taps = tap_table(t.geo, k, t.kp)
     ow_ = int(t.geo[OW])
     rows = t.p // max(1, ow_)
-    t.pb = rows_per_block(rows, ow_, t.kp)                # output rows a block
+    words = t.kp // (4 if quads else 2)                     # int32 words of taps a column
+    t.pb = rows_per_block(rows, ow_, 4 * words)             # output rows a block
     t.ld = -(-t.pb * ow_ // NR) * NR
     t.parallel = t.mg * t.p * k >= PARALLEL_WORK
-    t.work = t.kp // 2 * t.ld + t.mp * t.ld
+    t.work = words * t.ld + t.mp * t.ld
     return t
 
 
@@ -284,8 +373,9 @@ class ConvInteger(OpKernel):
         groups = self.conv.group
         cached = self._packed
         if cached is None or cached[0] is not w or cached[1] is not wzp:
-            cached = self._packed = (w, wzp, _pack_weights(w, wzp, groups))
-        return _tile_plan(conv_plan, cached[2], w[0].size, groups)
+            quads = micro_int.vnni() and fits_int8(w, wzp)
+            cached = self._packed = (w, wzp, _pack_weights(w, wzp, groups, quads), quads)
+        return _tile_plan(conv_plan, cached[2], w[0].size, groups, cached[3])
 
     def _tile_product(self, ctx: RunContext, t: _Tiles, out, requant=None):
         """out (NCHW) = the integer-tile convolution (+ the int32 bias, if any): int32, or
@@ -311,18 +401,15 @@ class ConvInteger(OpKernel):
             np.zeros(1, x.dtype)
         bias = flat[self.BIAS] if self.BIAS is not None and len(flat) > self.BIAS and \
             flat[self.BIAS] is not None else np.zeros(0, I32)
-        if requant is None:
-            fn = BLOCKS.get(False, t.parallel)
-            mult, off, yzp, lo, hi = _NO_REQUANT
-        else:
-            fn = REQUANTIZED_BLOCKS.get(False, t.parallel)
-            mult, off, yzp, lo, hi = requant
-        addr = micro_int.address()
+        fn = BLOCKS[requant is not None, t.quads].get(False, t.parallel)
+        mult, off, yzp, lo, hi = _NO_REQUANT if requant is None else requant
+        addr = micro_int.address(micro_int.SIGNED_ROWS if t.quads else micro_int.PAIRS)
+        shift = 128 if x.dtype == np.int8 else 0
         cg = t.c // t.groups
         blocks = -(-(t.p // int(t.geo[OW])) // t.pb)
-        return [(fn, (addr, x, xzp, t.geo, t.taps, (n * t.c + gi * cg) * t.in_size, t.kp, t.p,
-                      t.pb, t.ld, t.a[gi], t.mp, t.mg, bias, gi * t.mg, out,
-                      (n * t.m + gi * t.mg) * t.p, mult, off, yzp, lo, hi, work, blocks))
+        return [(fn, (addr, x, xzp, shift, t.geo, t.taps, (n * t.c + gi * cg) * t.in_size,
+                      t.kp, t.p, t.pb, t.ld, t.a[gi], t.sums[gi], t.mp, t.mg, bias, gi * t.mg,
+                      out, (n * t.m + gi * t.mg) * t.p, mult, off, yzp, lo, hi, work, blocks))
                 for n in range(t.images) for gi in range(t.groups)]
 
     def convolve(self, ctx: RunContext, plan, out=None):

@@ -536,8 +536,9 @@ class _IntegerProduct(OpKernel):
 
     The operands are 8-bit, so A - a_zp and B - b_zp are integers of at most 9 bits. With
     constant weights B (a 2-D B shared by every batch entry) on x86, the product is integer
-    code of its own (gemm/micro_int.py: int16 pairs through pmaddwd, int32 sums), B packed
-    once per kernel. Otherwise it runs as float32 products (graphrt's micro-kernel) over runs
+    code of its own (gemm/micro_int.py: int16 pairs through pmaddwd, or on VNNI CPUs bytes
+    through vpdpbusd where B minus its zero points fits int8; int32 sums), B packed once per
+    kernel. Otherwise it runs as float32 products (graphrt's micro-kernel) over runs
     of k short enough that every partial sum stays below 2**24 (``exact_run``: 258 for any
     operands, 514 for weights in [-128, 127]), each run's integer result converted and added
     in int32, a constant B shifted and widened once per kernel. Every step of both is exact,
@@ -591,25 +592,35 @@ class _IntegerProduct(OpKernel):
     def _integer_plan(self, b, zb, rows, k, n):
         cached = self._packed_b
         if cached is None or cached[0] is not b or cached[1] is not zb:
-            cached = self._packed_b = (b, zb, micro_int.pack_b(b, zb, k, n))
-        packed, np_ = cached[2]
-        mp, kp = -(-rows // micro_int.MR) * micro_int.MR, k + (k & 1)
+            quads = micro_int.pack_b8(b, zb, k, n) if micro_int.vnni() else None
+            cached = self._packed_b = (b, zb, quads or micro_int.pack_b(b, zb, k, n) + (None,))
+        packed, np_, sums = cached[2]
+        form = micro_int.PAIRS if sums is None else micro_int.UNSIGNED_ROWS
+        step = micro_int.STEP[form]
+        mp, kp = -(-rows // micro_int.MR) * micro_int.MR, -(-k // step) * step
         fn = micro_int.PRODUCT.get(False, rows * n * k >= PARALLEL_WORK)
-        return ("int16", n, micro_int.address(), fn, packed, rows, k, mp, kp, np_)
+        return ("tiles", n, micro_int.address(form), fn, packed, rows, k, mp, kp, np_, sums)
 
     def integer_calls(self, ctx: RunContext, geo, out, buffer) -> list:
         """The integer path's calls (A packed, the product, C unpacked into ``out``), its
         scratch from ``buffer(dtype, size)``."""
-        _, n, addr, fn, packed, rows, k, mp, kp, np_ = geo
+        _, n, addr, fn, packed, rows, k, mp, kp, np_, sums = geo
         za = ctx.flat_in[self.ZP[0]] if len(ctx.flat_in) > self.ZP[0] else None
         a = ctx.flat_in[self.IN[0]]
-        ap = buffer(np.int16, mp * kp)
+        za = np.zeros(1, a.dtype) if za is None else za
         c = buffer(I32, mp * np_)
-        return [(micro_int.pack_a, (a, np.zeros(1, a.dtype) if za is None else za, rows, k,
-                                    mp, kp, ap)),
-                (fn, (addr, ap, packed, c, mp, kp, np_, np_ // micro_int.NR, False,
-                      mp // micro_int.MR * (np_ // micro_int.NR))),
-                (micro_int.unpack, (c, np_, rows, n, out))]
+        tiles = (np_ // micro_int.NR, False, mp // micro_int.MR * (np_ // micro_int.NR))
+        if sums is None:
+            ap = buffer(np.int16, mp * kp)
+            return [(micro_int.pack_a, (a, za, rows, k, mp, kp, ap)),
+                    (fn, (addr, ap, packed, c, mp, kp, np_, 2) + tiles),
+                    (micro_int.unpack, (c, np_, rows, n, out))]
+        # the byte tiles: A's bytes made unsigned, its zero point taken out in unpack8
+        shift = 128 if a.dtype == np.int8 else 0
+        ap = buffer(np.uint8, mp * kp)
+        return [(micro_int.pack_a8, (a, shift, rows, k, mp, kp, ap)),
+                (fn, (addr, ap, packed, c, mp, kp, np_, 4) + tiles),
+                (micro_int.unpack8, (c, np_, rows, n, za, shift, sums, out))]
 
     def _b(self, ctx: RunContext, b, zb, n):
         cached = self._wide_b
@@ -623,7 +634,7 @@ class _IntegerProduct(OpKernel):
 
     def product(self, ctx: RunContext, geo, out):
         """out = the product; ``geo`` from plan (geo[1] is N on both paths)."""
-        if geo[0] == "int16":
+        if geo[0] == "tiles":
             make_calls(self.integer_calls(ctx, geo, out, lambda dt, n: scratch(ctx, dt, (n,))))
             return
         m, n, k, runs, b_const = geo
@@ -651,7 +662,7 @@ class MatMulInteger(_IntegerProduct):
         """The integer path's calls, their scratch the run state's (the float path needs
         Python between its runs)."""
         geo = ctx.prepared
-        if geo[0] != "int16":
+        if geo[0] != "tiles":
             return None
         return self.integer_calls(ctx, geo, ctx.flat_out[0],
                                   lambda dt, n: held_buffer(dt, (n,), ctx.held, "integer"))

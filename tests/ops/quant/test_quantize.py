@@ -278,19 +278,33 @@ def _conv_int64(x, w, xz, wz, attrs):
     return y
 
 
-@pytest.mark.parametrize("xs,ws,attrs", TILE_CASES)
-def test_conv_integer_tiles(xs, ws, attrs):
-    """Constant weights take the integer tiles (x86), whose result is the int64 reference's
-    in both modes at 1 and 2 threads, for uint8 and int8 operands, per-channel zero points;
-    QLinearConv's requantization of it (with a bias) is the reference evaluator's."""
+@pytest.fixture(params=["pairs", "bytes"])
+def tile_form(request, monkeypatch):
+    """The integer tiles' form: int16 pairs (forced), or bytes (VNNI CPUs only)."""
     if not micro_int.AVAILABLE:
         pytest.skip("the integer tile kernel is x86 code")
-    x, w = ints(xs, 0, 256, np.uint8, 4), ints(ws, -128, 128, np.int8, 5)
-    xz, wz = np.array(131, np.uint8), ints((ws[0],), -4, 4, np.int8, 6)
+    if request.param == "pairs":
+        monkeypatch.setattr(micro_int, "vnni", lambda: False)
+    elif not micro_int.vnni():
+        pytest.skip("the byte tiles need AVX512-VNNI")
+    return request.param
+
+
+@pytest.mark.parametrize("xdt", [np.uint8, np.int8])
+@pytest.mark.parametrize("xs,ws,attrs", TILE_CASES)
+def test_conv_integer_tiles(xs, ws, attrs, xdt, tile_form):
+    """Constant weights take the integer tiles (x86; bytes where the weights minus their zero
+    points fit int8 on VNNI CPUs), whose result is the int64 reference's in both modes at 1
+    and 2 threads, for uint8 and int8 inputs, per-channel zero points; QLinearConv's
+    requantization of it (with a bias) is the reference evaluator's."""
+    lo = 0 if xdt == np.uint8 else -128
+    x, w = ints(xs, lo, lo + 256, xdt, 4), ints(ws, -124, 124, np.int8, 5)
+    xz, wz = np.array(lo + 131, xdt), ints((ws[0],), -4, 4, np.int8, 6)
     inputs = [x, w, xz, wz]
     kernel, ctx = kernel_infer(convolution.ConvInteger, inputs, attrs, opset=10)
     assert isinstance(ctx.prepared, convolution._Tiles)
-    want = _conv_int64(x, w, 131, wz, attrs)
+    assert ctx.prepared.quads == (tile_form == "bytes")
+    want = _conv_int64(x, w, lo + 131, wz, attrs)
     model = one_node("ConvInteger", inputs, attrs, opset=10, outs=[np.int32], consts=(1, 2, 3))
     for mode in ("fast", "exact"):
         for threads in (1, 2):
@@ -330,25 +344,33 @@ def test_integer_product_errors():
           outs=[np.int32])
 
 
-def test_constant_weights_take_the_integer_kernel():
-    """The path test_matmul_integer's constant cases run (x86: micro_int.AVAILABLE), bit for
-    bit the float32 runs' result, at 1 and 2 threads."""
-    if not micro_int.AVAILABLE:
-        pytest.skip("the integer tile kernel is x86 code")
-    a, b = ints((70, 300), 0, 256, np.uint8, 5), ints((300, 130), -128, 128, np.int8, 6)
-    za, zb = np.array(128, np.uint8), ints((130,), -3, 3, np.int8, 7)
-    outs = []
-    for unknown in ((), (1,)):
-        kernel, ctx = kernel_infer(MatMulInteger, [a, b, za, zb], opset=10, unknown=unknown)
-        assert (ctx.prepared[0] == "int16") == (not unknown)
-        for threads in (1, 2):
-            with numba_threads(threads):
-                out = np.empty((70, 130), np.int32)
-                kernel.run(RunContext(kernel.node, [a, b, za, zb], [out], ctx.prepared, False))
-                outs.append(out)
-    want = (a.astype(np.int64) - 128) @ (b.astype(np.int64) - zb)
-    for out in outs:
-        np.testing.assert_array_equal(out, want)
+@pytest.mark.parametrize("adt,zb_range", [(np.uint8, (-3, 3)), (np.int8, (-3, 3)),
+                                          (np.uint8, (-100, 100))])
+def test_constant_weights_take_the_integer_kernel(adt, zb_range, tile_form):
+    """The path test_matmul_integer's constant cases run (x86: micro_int.AVAILABLE; bytes on
+    VNNI CPUs where B minus its zero points fits int8), bit for bit the float32 runs'
+    result, at 1 and 2 threads, for one zero point of A and one a row."""
+    lo = 0 if adt == np.uint8 else -128
+    a, b = ints((70, 300), lo, lo + 256, adt, 5), ints((300, 130), -125, 125, np.int8, 6)
+    zb = ints((130,), *zb_range, np.int8, 7)
+    fits = bool(np.abs(b.astype(np.int64) - zb).max() <= 127)
+    for za in (np.array(lo + 128, adt), ints((70,), lo, lo + 256, adt, 8)):
+        outs = []
+        for unknown in ((), (1,)):
+            kernel, ctx = kernel_infer(MatMulInteger, [a, b, za, zb], opset=10, unknown=unknown)
+            assert (ctx.prepared[0] == "tiles") == (not unknown)
+            if not unknown:
+                assert (ctx.prepared[-1] is not None) == (tile_form == "bytes" and fits)
+            for threads in (1, 2):
+                with numba_threads(threads):
+                    out = np.empty((70, 130), np.int32)
+                    kernel.run(RunContext(kernel.node, [a, b, za, zb], [out], ctx.prepared,
+                                          False))
+                    outs.append(out)
+        want = (a.astype(np.int64) - za.astype(np.int64).reshape(-1, 1)) @ \
+            (b.astype(np.int64) - zb)
+        for out in outs:
+            np.testing.assert_array_equal(out, want)
 
 
 @pytest.mark.parametrize("consts", [(), (1, 3)])

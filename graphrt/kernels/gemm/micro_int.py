@@ -9,11 +9,11 @@ so the order does not matter and the result is the int32 product's, in both mode
 any thread count.
 
 Layouts, padded with zeros so that every tile is full (``pack_a``, ``pack_b``):
-- A: rows of Kp = K rounded up to even int16, Mp = M rounded up to MR rows;
+- A: rows of Kp = K rounded up to even int16, Mp = M rounded up to ROWS rows;
 - B: for each pair of rows (2p, 2p + 1) of B, Np = N rounded up to NR columns, each column's
   two values side by side (b[2p, j], b[2p + 1, j]): one vector load gives a pair of rows
   for LANES columns.
-A tile is MR rows by NR = 2 * LANES columns of int32 accumulators (AVX2: 6 x 16 in twelve
+A tile is ROWS rows by NR = 2 * LANES columns of int32 accumulators (AVX2: 6 x 16 in twelve
 registers; AVX-512: 12 x 32): for each pair p, A's two values of row r, broadcast as one
 32-bit word, times a vector of B's pairs, through pmaddwd, added to the row's accumulators.
 The tile kernel is LLVM IR of this module's own, compiled once and kept in graphrt's kernel
@@ -47,7 +47,6 @@ from .micro_ir import VBYTES, call_codegen, counted_loop, once
 I8, I16, I32, I64 = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.IntType(64)
 LANES = VBYTES // 4             # int32 accumulators per vector
 NR = 2 * LANES                  # columns per tile
-MR = 12 if VBYTES == 64 else 6  # rows per tile
 MAX_K = 33_024                  # 255 * 255 * K stays below 2**31
 NAME = "graphrt_int16_tile"
 _PMADD = {16: "llvm.x86.sse2.pmadd.wd", 32: "llvm.x86.avx2.pmadd.wd",
@@ -55,6 +54,10 @@ _PMADD = {16: "llvm.x86.sse2.pmadd.wd", 32: "llvm.x86.avx2.pmadd.wd",
 AVAILABLE = llb.get_process_triple().startswith("x86_64") and VBYTES in _PMADD
 PAIRS, SIGNED_ROWS, UNSIGNED_ROWS = "int16", "s8-rows", "u8-rows"   # the tile forms
 STEP = {PAIRS: 2, SIGNED_ROWS: 4, UNSIGNED_ROWS: 4}     # k values a 32-bit word holds
+# rows a tile: 2 * rows accumulators beside B's two vectors and a broadcast (AVX-512 has 32
+# registers); the byte forms take 8, a divisor of the channel counts networks have (12 left
+# a quarter of a 64-row product's last tile empty) at the same throughput
+ROWS = {PAIRS: 12 if VBYTES == 64 else 6, SIGNED_ROWS: 8, UNSIGNED_ROWS: 8}
 
 SOURCE_TAG = file_tag(__file__)
 
@@ -76,10 +79,10 @@ def _name(form: str) -> str:
 
 
 def module_text(form: str = PAIRS) -> str:
-    """One MR x NR tile: c[r*ldc + j] = sum over p < steps, t < STEP of
+    """One ROWS[form] x NR tile: c[r*ldc + j] = sum over p < steps, t < STEP of
     a[r*lda + STEP*p + t] * b[p*ldb + STEP*j + t] (int16 pairs through pmaddwd, or bytes
     through vpdpbusd: A's signed with SIGNED_ROWS, else B's)."""
-    step = STEP[form]
+    step, mr = STEP[form], ROWS[form]
     mod = ir.Module(name=_name(form))
     mod.triple = llb.get_process_triple()
     fn = ir.Function(mod, _signature(form), _name(form))
@@ -93,7 +96,7 @@ def module_text(form: str = PAIRS) -> str:
                           "llvm.x86.avx512.vpdpbusd.512")
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
     zero = ir.Constant(vi32, [0] * LANES)
-    p, accs, finish = counted_loop(builder, steps, [zero] * (MR * 2))
+    p, accs, finish = counted_loop(builder, steps, [zero] * (mr * 2))
     brow = builder.gep(b, [builder.mul(p, ldb)])
     bv = [builder.load(builder.bitcast(builder.gep(brow, [ir.Constant(I64, h * step * LANES)]),
                                        vi32.as_pointer()), align=1) for h in range(2)]
@@ -101,7 +104,7 @@ def module_text(form: str = PAIRS) -> str:
     splat = ir.Constant(ir.VectorType(I32, LANES), [0] * LANES)
     at_p = builder.mul(p, ir.Constant(I64, step))
     new = []
-    for r in range(MR):
+    for r in range(mr):
         at = builder.gep(a, [builder.add(builder.mul(lda, ir.Constant(I64, r)), at_p)])
         word = builder.load(builder.bitcast(at, I32.as_pointer()), align=1)
         word = builder.shuffle_vector(builder.insert_element(undef, word, ir.Constant(I32, 0)),
@@ -114,7 +117,7 @@ def module_text(form: str = PAIRS) -> str:
                 u, s_ = (bv[h], word) if form == SIGNED_ROWS else (word, bv[h])
                 new.append(builder.call(dot, [accs[2 * r + h], u, s_]))
     outs = finish(new)
-    for r in range(MR):
+    for r in range(mr):
         row = builder.gep(c, [builder.mul(ldc, ir.Constant(I64, r))])
         for h in range(2):
             ptr = builder.bitcast(builder.gep(row, [ir.Constant(I64, h * LANES)]),
@@ -140,7 +143,7 @@ def address(form: str = PAIRS) -> int:
 
 @intrinsic
 def tile(typingctx, addr, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, steps):
-    """One MR x NR tile (module_text) of the kernel at ``addr`` on a[a_off:], b[b_off:]
+    """One tile (module_text) of the kernel at ``addr`` on a[a_off:], b[b_off:]
     (int16, or 8-bit for the byte forms) into c[c_off:] (int32)."""
     sig = types.void(addr, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, steps)
     form = PAIRS if a.dtype.bitwidth == 16 else SIGNED_ROWS
@@ -177,17 +180,18 @@ def pack_b(b: np.ndarray, zp: np.ndarray | None, k: int, n: int) -> tuple[np.nda
     return aligned_copy(wide.reshape(kp // 2, 2, np_).transpose(0, 2, 1)).reshape(-1), np_
 
 
-def _product(addr, a, b, c, mp, kp, np_, step, tiles_n, by_columns, tiles):
+def _product(addr, a, b, c, mr, mp, kp, np_, step, tiles_n, by_columns, tiles):
     """c (mp x np_) = a @ b (rows of kp values, ``step`` a word: STEP of the tile's form),
-    one tile a task, ``tiles`` = (mp / MR) * tiles_n; tasks walk a row of tiles (by_columns
-    False: A's MR rows stay in cache while B streams) or a column (True: B's NR columns stay
-    while A, the smaller operand there, is read from cache again)."""
-    tiles_m = mp // MR
+    one mr x NR tile (ROWS of the form) a task, ``tiles`` = (mp / mr) * tiles_n; tasks walk
+    a row of tiles (by_columns False: A's mr rows stay in cache while B streams) or a column
+    (True: B's NR columns stay while A, the smaller operand there, is read from cache
+    again)."""
+    tiles_m = mp // mr
     for t in prange(tiles):
         if by_columns:
-            i0, j0 = (t % tiles_m) * MR, (t // tiles_m) * NR
+            i0, j0 = (t % tiles_m) * mr, (t // tiles_m) * NR
         else:
-            i0, j0 = (t // tiles_n) * MR, (t % tiles_n) * NR
+            i0, j0 = (t // tiles_n) * mr, (t % tiles_n) * NR
         tile(addr, a, i0 * kp, kp, b, step * j0, step * np_, c, i0 * np_ + j0, np_,
              kp // step)
 

@@ -38,13 +38,13 @@ from ..core.jit import Variants
 from ..gemm import micro_int
 from ..gemm.product import PARALLEL_WORK
 from ..nn.conv import Conv
-from ..nn.window import D, DD, DH, DW, H, KD, KH, KW, OD, OH, OW, PD, PH, PW, SD, SH, SW, W, tap_of
+from ..nn.window import D, DD, DH, DW, H, KD, KH, KW, OH, OW, PD, PH, PW, SD, SH, SW, W, tap_of
 from .quantize import (I32, Requantized, requantized, shift_bound, shifted,
                        zero_point_check)
 
-MIN_CHANNELS = 16       # output channels a group needs for the integer tiles (MR-row tiles)
+MIN_CHANNELS = 16       # output channels a group needs for the integer tiles (8 or 12-row tiles)
 BLOCK_BYTES = 1 << 17   # a block's pairs stay in the core's cache
-MR, NR = micro_int.MR, micro_int.NR
+NR = micro_int.NR
 
 
 def tap_table(g, k, kp) -> np.ndarray:
@@ -180,96 +180,205 @@ def _quad_at(x, shift, pad, sw, i, s0, a0, b0, s1, a1, b1, s2, a2, b2, s3, a3, b
     return v0 | (v1 << 8) | (v2 << 16) | (v3 << 24)
 
 
-def _blocks(addr, x, zp, shift, g, taps, x0, kp, p_, pb, ldmax, a, sums, mp, mg, bias, m0,
-            out, o0, mult, off, yzp, lo, hi, work, blocks):
+def _plane(x, x0, shift, pad, g, cg, hp, wp, out, planes):
+    """The direct path's input, in ``planes`` planes of hp x wp words, plane
+    (cq * SH + ph) * SW + pw of x's strides' phase (ph, pw) and quad of channels cq: its
+    word (i, j) = the bytes x + shift of channels 4cq ... 4cq + 3 at input row
+    i * SH + ph - PH, column j * SW + pw - PW (``pad``, x's zero point + shift, outside the
+    input and for channels >= cg); the words after the planes also ``pad`` (the last
+    blocks' discarded columns read them). x's channels of one image and group start at
+    x[x0]."""
+    h_, w_, ph0, pw0, sh_, sw_ = g[H], g[W], g[PH], g[PW], g[SH], g[SW]
+    size = hp * wp
+    pad4 = pad | (pad << 8) | (pad << 16) | (pad << 24)
+    for pl in prange(planes):
+        cq, phase = pl // (sh_ * sw_), pl % (sh_ * sw_)
+        ph, pw = phase // sw_, phase % sw_
+        # the columns j inside the input: 0 <= j * SW + pw - PW < W
+        lo = min(wp, max(0, (pw0 - pw + sw_ - 1) // sw_))
+        hi = min(wp, max(lo, (w_ + pw0 - pw + sw_ - 1) // sw_))
+        base = pl * size
+        for i in range(hp):
+            o = base + i * wp
+            ih = i * sh_ + ph - ph0
+            if ih < 0 or ih >= h_ or 4 * cq + 3 >= cg:
+                for j in range(wp):
+                    out[o + j] = pad4
+                if 0 <= ih < h_:            # the last quad of channels, cg % 4 != 0
+                    for t in range(cg - 4 * cq):
+                        s = x0 + ((4 * cq + t) * h_ + ih) * w_ + pw - pw0
+                        for j in range(lo, hi):
+                            out[o + j] = (out[o + j] & ~(0xFF << (8 * t))) | \
+                                ((np.int32(x[s + j * sw_]) + shift) << (8 * t))
+                continue
+            for j in range(lo):
+                out[o + j] = pad4
+            # unsigned indices: numba's wraparound of negative ones would keep it scalar
+            s0 = np.uint64(x0 + (4 * cq * h_ + ih) * w_ + pw - pw0)
+            hw, uo, us = np.uint64(h_ * w_), np.uint64(o), np.uint64(sw_)
+            for j in range(np.uint64(lo), np.uint64(hi)):
+                at = s0 + j * us
+                out[uo + j] = ((np.int32(x[at]) + shift)
+                               | ((np.int32(x[at + hw]) + shift) << 8)
+                               | ((np.int32(x[at + 2 * hw]) + shift) << 16)
+                               | ((np.int32(x[at + 3 * hw]) + shift) << 24))
+            for j in range(hi, wp):
+                out[o + j] = pad4
+        if pl == planes - 1:
+            for j in range(planes * size, out.size):
+                out[j] = pad4
+
+
+PLANE = Variants(_plane, "conv_integer_plane", parallel=True)
+
+
+def _blocks(addr, x, zp, shift, g, taps, x0, kp, p_, pb, ldmax, a, sums, mr, mp, mg, bias, m0,
+            out, o0, mult, off, yzp, lo, hi, plane, wp, work, blocks):
     """One image and group of the convolution: the ``blocks`` blocks of pb output rows (at
-    most ldmax positions, rounded up to NR) in parallel;
-    each builds its words of taps (``_pairs``, or ``_quads`` with QUADS; cache-resident),
-    runs micro_int's tiles over every output channel of the group, and writes
-    out[o0 + i * p_ + j] = acc + bias[m0 + i] (int32), or with REQUANT that requantized
-    (quantize.requantized: mult, off per channel m0 + i or one value, yzp one value, clamped
-    to [lo, hi]). With QUADS, acc is taken from the unsigned taps (x + shift) and corrected
-    by (x's zero point + shift) * sums[i] (row i's sum of a)."""
+    most ldmax positions, rounded up to NR; with DIRECT of ldmax positions oh * wp + ow) in
+    parallel, tiles of mr rows (micro_int.ROWS); each builds its words of taps (``_pairs``,
+    or ``_quads`` with QUADS; cache-resident; with DIRECT copies of ``plane``'s words from
+    taps[q, 0] on for quad q), runs micro_int's tiles over every output channel of the
+    group, and writes out[o0 + i * p_ + j] = acc + bias[m0 + i] (int32), or with REQUANT
+    that requantized (quantize.requantized: mult, off per channel m0 + i or one value, yzp
+    one value, clamped to [lo, hi]). With QUADS or DIRECT, acc is taken from the unsigned
+    taps (x + shift) and corrected by (x's zero point + shift) * sums[i] (row i's sum of
+    a)."""
     z, sh = np.int32(zp[0]), np.int32(shift)
     pad = z + sh
     has_b = bias.size > 0
     nm, no = mult.size > 1, off.size > 1
     has_off = off.size > 0
-    tm = mp // MR
-    rows = p_ // g[OW]
-    step = 4 if QUADS else 2
+    tm = mp // mr
+    ow_ = g[OW]
+    rows = p_ // ow_
+    step = 2 if PAIRS else 4
     for blk in prange(blocks):
-        r0 = blk * pb
-        r1 = min(rows, r0 + pb)
-        j0, j1 = r0 * g[OW], r1 * g[OW]
-        ld = (j1 - j0 + NR - 1) // NR * NR
+        # the block's positions [c0, c1): output positions, or oh * wp + ow with DIRECT
+        if DIRECT:
+            c0 = blk * ldmax
+            c1 = min(c0 + ldmax, (rows - 1) * wp + ow_)
+        else:
+            r0 = blk * pb
+            r1 = min(rows, r0 + pb)
+            c0, c1 = r0 * ow_, r1 * ow_
+        ld = (c1 - c0 + NR - 1) // NR * NR
         row = work[numba.get_thread_id()]
         cb = kp // step * ldmax             # where C starts in the row (after B)
-        if QUADS:
-            _quads(x, sh, pad, g, taps, x0, kp, r0, r1, ld, row)
-            taps8 = row.view(np.uint8)
-            for t in range(tm * (ld // NR)):
-                i0, jj = (t % tm) * MR, (t // tm) * NR
-                micro_int.tile(addr, a, i0 * kp, kp, taps8, 4 * jj, 4 * ld, row,
-                               cb + i0 * ld + jj, ld, kp // 4)
-        else:
+        if PAIRS:
             _pairs(x, z, g, taps, x0, kp, r0, r1, ld, row)
             taps16 = row.view(np.int16)
             for t in range(tm * (ld // NR)):
-                i0, jj = (t % tm) * MR, (t // tm) * NR
+                i0, jj = (t % tm) * mr, (t // tm) * NR
                 micro_int.tile(addr, a, i0 * kp, kp, taps16, 2 * jj, 2 * ld, row,
                                cb + i0 * ld + jj, ld, kp // 2)
+        else:
+            if DIRECT:
+                for q in range(kp // 4):
+                    # unsigned indices, as in _pairs
+                    src, dst = np.uint64(taps[q, 0] + c0), np.uint64(q * ld)
+                    for j in range(np.uint64(ld)):
+                        row[dst + j] = plane[src + j]
+            else:
+                _quads(x, sh, pad, g, taps, x0, kp, r0, r1, ld, row)
+            taps8 = row.view(np.uint8)
+            # A's tiles once each (the last layers' weights are megabytes), the block's B
+            # from cache again
+            tn = ld // NR
+            for t in range(tm * tn):
+                i0, jj = (t // tn) * mr, (t % tn) * NR
+                micro_int.tile(addr, a, i0 * kp, kp, taps8, 4 * jj, 4 * ld, row,
+                               cb + i0 * ld + jj, ld, kp // 4)
         for i in range(mg):
             bv = bias[m0 + i] if has_b else np.int32(0)
-            if QUADS:
+            if not PAIRS:
                 bv -= pad * sums[i]
-            # unsigned indices, as in _pairs
-            dst, src = np.uint64(o0 + i * p_ + j0), np.uint64(cb + i * ld)
-            if REQUANT:
-                m = mult[m0 + i if nm else 0]
-                tv = np.float64(yzp[0])
-                if has_off:
-                    tv = off[m0 + i if no else 0] + tv
-                for j in range(np.uint64(j1 - j0)):
-                    out[dst + j] = requantized(row[src + j] + bv, m, tv, lo, hi)
-            else:
-                for j in range(np.uint64(j1 - j0)):
-                    out[dst + j] = row[src + j] + bv
+            m = mult[m0 + i if nm else 0]
+            tv = np.float64(yzp[0])
+            if has_off:
+                tv = off[m0 + i if no else 0] + tv
+            # runs of C's positions that are output positions: the block's, or with DIRECT
+            # each row's columns ow < OW
+            c = c0
+            while c < c1:
+                if DIRECT:
+                    oh, ow = c // wp, c % wp
+                    n = min(wp - ow, c1 - c)
+                    count, at = max(0, min(n, ow_ - ow)), oh * ow_ + ow
+                else:
+                    n, count, at = c1 - c0, c1 - c0, c0
+                # unsigned indices, as in _pairs
+                dst, src = np.uint64(o0 + i * p_ + at), np.uint64(cb + i * ld + c - c0)
+                if REQUANT:
+                    for j in range(np.uint64(count)):
+                        out[dst + j] = requantized(row[src + j] + bv, m, tv, lo, hi)
+                else:
+                    for j in range(np.uint64(count)):
+                        out[dst + j] = row[src + j] + bv
+                c += n
 
 
-REQUANT = QUADS = False
+REQUANT = DIRECT = False
+PAIRS = True
 _NO_REQUANT = (np.zeros(1), np.zeros(0), np.zeros(1, np.int32), 0, 0)
-# (requantized, quads): the compiled forms
-BLOCKS = {(r, q): Variants(_blocks, "conv_integer_blocks" + "_requant" * r + "_quads" * q,
-                           parallel=True, REQUANT=r, QUADS=q)
-          for r in (False, True) for q in (False, True)}
+TAPS = ("pairs", "quads", "direct")     # the forms of the tiles' B (see _blocks)
+# (requantized, form): the compiled forms
+BLOCKS = {(r, f): Variants(_blocks, "conv_integer_blocks" + "_requant" * r + "_" + f,
+                           parallel=True, REQUANT=r, PAIRS=f == "pairs", DIRECT=f == "direct")
+          for r in (False, True) for f in TAPS}
+_NO_PLANE = np.zeros(0, np.int32)
 
 
 class _Tiles:
     """The integer-tile plan: packed weights per group and the blocks' extents."""
 
-    __slots__ = ("a", "sums", "quads", "images", "groups", "c", "m", "mg", "k", "kp", "mp",
-                 "p", "pb", "ld", "in_size", "geo", "taps", "parallel", "work")
+    __slots__ = ("a", "sums", "form", "images", "groups", "c", "m", "mg", "k", "kp", "mp",
+                 "p", "pb", "ld", "in_size", "geo", "taps", "parallel", "work", "hp", "wp",
+                 "planes", "plane", "mr")
 
 
-def _pack_weights(w, wzp, groups, quads: bool) -> tuple[list, list]:
-    """Each group's weights minus their zero points as micro_int's A, MR-row tiles (zeros
-    pad): int16 rows of K rounded up to even, or with ``quads`` int8 rows of K rounded up
-    to 4; and with quads each group's row sums (int32), else empty arrays."""
+def _pack_weights(w, wzp, groups, form: str) -> tuple[list, list]:
+    """Each group's weights minus their zero points as micro_int's A, tiles of
+    micro_int.ROWS rows (zeros pad), K = (channel, kernel position) row-major: int16 rows of K rounded up to even
+    ("pairs"), int8 rows of K rounded up to 4 ("quads"), or int8 rows ordered (quad of
+    channels, kernel position, channel in the quad), channels rounded up to 4 ("direct");
+    with bytes each group's row sums (int32), else empty arrays."""
     m, k = w.shape[0], w[0].size
-    mg = m // groups
-    mp = -(-mg // MR) * MR
-    kp = -(-k // 4) * 4 if quads else k + (k & 1)
-    rows = w.reshape(m, k)
-    z = np.broadcast_to(np.asarray(wzp, np.int16).reshape(-1, 1), (m, 1))
+    mg, cg = m // groups, w.shape[1]
+    positions = k // max(1, cg)
+    mr = micro_int.ROWS[tile_form(form)]
+    mp = -(-mg // mr) * mr
+    kp = {"pairs": k + (k & 1), "quads": -(-k // 4) * 4,
+          "direct": -(-cg // 4) * 4 * positions}[form]
+    z = np.asarray(wzp, np.int16).reshape(-1, 1)
+    shifted = np.subtract(w.reshape(m, k), np.broadcast_to(z, (m, 1)), dtype=np.int16)
     out, sums = [], []
     for gi in range(groups):
         a = np.zeros((mp, kp), np.int16)
-        part = slice(gi * mg, (gi + 1) * mg)
-        np.subtract(rows[part], z[part], out=a[:mg, :k], dtype=np.int16)
-        out.append(aligned_copy(a.astype(np.int8) if quads else a).reshape(-1))
-        sums.append(a.sum(axis=1, dtype=np.int32) if quads else np.zeros(0, np.int32))
+        part = shifted[gi * mg:(gi + 1) * mg]
+        if form == "direct":
+            quads = np.zeros((mg, kp // (4 * positions), 4, positions), np.int16)
+            quads.reshape(mg, -1, positions)[:, :cg] = part.reshape(mg, cg, positions)
+            a[:mg] = quads.transpose(0, 1, 3, 2).reshape(mg, kp)
+        else:
+            a[:mg, :k] = part
+        out.append(aligned_copy(a if form == "pairs" else a.astype(np.int8)).reshape(-1))
+        sums.append(np.zeros(0, np.int32) if form == "pairs" else a.sum(axis=1, dtype=np.int32))
     return out, sums
+
+
+def tile_form(form: str) -> str:
+    """micro_int's tile form for a form of the taps."""
+    return micro_int.PAIRS if form == "pairs" else micro_int.SIGNED_ROWS
+
+
+def taps_form(geo, w, wzp) -> str:
+    """The tiles' B: "direct" (bytes from planes of the interleaved input, no column
+    matrix) for 1-d and 2-d convolutions, "quads" (bytes) for 3-d ones, on VNNI CPUs where
+    every weight minus its zero point fits int8; else "pairs" (int16)."""
+    if not micro_int.vnni() or not fits_int8(w, wzp):
+        return "pairs"
+    return "direct" if int(geo[D]) == 1 and int(geo[KD]) == 1 else "quads"
 
 
 def fits_int8(w, wzp) -> bool:
@@ -298,24 +407,61 @@ def rows_per_block(rows: int, ow: int, column_bytes: int) -> int:
     return best
 
 
-def _tile_plan(conv_plan, packed, k, groups, quads) -> _Tiles:
+def direct_block(positions: int, column_bytes: int) -> int:
+    """The direct path's positions a block (a multiple of NR): the fewest blocks whose taps
+    (``column_bytes`` a column) take at most 4 BLOCK_BYTES, two at least (threads share
+    them) where there are two tiles of columns, their tiles dealt evenly."""
+    tiles = max(1, -(-positions // NR))
+    blocks = max(min(2, tiles), -(-tiles * NR * column_bytes // (4 * BLOCK_BYTES)))
+    return -(-tiles // blocks) * NR
+
+
+def _tile_plan(conv_plan, packed, k, groups, form) -> _Tiles:
     """Blocks of rows_per_block whole output rows."""
     t = _Tiles()
-    t.geo, t.images, t.c, t.m = conv_plan.geo, conv_plan.n, conv_plan.c, conv_plan.m
+    g = t.geo = conv_plan.geo
+    t.images, t.c, t.m = conv_plan.n, conv_plan.c, conv_plan.m
     t.in_size, t.p, t.groups, t.k = conv_plan.in_size, conv_plan.out_size, groups, k
-    (t.a, t.sums), t.quads = packed, quads
-    t.mg = t.m // groups
-    t.kp = -(-k // 4) * 4 if quads else k + (k & 1)
-    t.mp = -(-t.mg // MR) * MR
-    t.taps = tap_table(t.geo, k, t.kp)
-    ow_ = int(t.geo[OW])
+    (t.a, t.sums), t.form = packed, form
+    t.mg, cg = t.m // groups, t.c // groups
+    t.mr = micro_int.ROWS[tile_form(form)]
+    t.mp = -(-t.mg // t.mr) * t.mr
+    ow_ = int(g[OW])
     rows = t.p // max(1, ow_)
-    words = t.kp // (4 if quads else 2)                     # int32 words of taps a column
-    t.pb = rows_per_block(rows, ow_, 4 * words)             # output rows a block
-    t.ld = -(-t.pb * ow_ // NR) * NR
+    t.hp = t.wp = t.planes = t.plane = 0
+    if form == "direct":
+        # positions oh * wp + ow over the planes' columns (wp - OW of every wp computed and
+        # dropped); quad q = (c // 4, kernel position (kh, kw)) reads the words of plane
+        # (c // 4, kh * DH % SH, kw * DW % SW) from row kh * DH // SH, column kw * DW // SW
+        # on (see _plane)
+        sh_, sw_, dh, dw = int(g[SH]), int(g[SW]), int(g[DH]), int(g[DW])
+        t.hp = int(g[OH]) + (int(g[KH] - 1) * dh) // sh_
+        t.wp = int(g[OW]) + (int(g[KW] - 1) * dw) // sw_
+        t.planes = -(-cg // 4) * sh_ * sw_
+        kh, kw = np.divmod(np.arange(int(g[KH] * g[KW])), int(g[KW]))
+        phase = (kh * dh % sh_) * sw_ + kw * dw % sw_
+        at = phase * (t.hp * t.wp) + (kh * dh // sh_) * t.wp + kw * dw // sw_
+        t.taps = (np.arange(-(-cg // 4)).reshape(-1, 1) * (sh_ * sw_ * t.hp * t.wp)
+                  + at).reshape(-1, 1)
+        t.kp = 4 * t.taps.shape[0]
+    else:
+        t.kp = -(-k // 4) * 4 if form == "quads" else k + (k & 1)
+        t.taps = tap_table(g, k, t.kp)
+    words = t.kp // (2 if form == "pairs" else 4)           # int32 words of taps a column
+    if form == "direct":
+        t.pb = t.ld = direct_block((rows - 1) * t.wp + ow_, 4 * words)
+        t.plane = t.planes * t.hp * t.wp + t.ld + NR
+    else:
+        t.pb = rows_per_block(rows, ow_, 4 * words)         # output rows a block
+        t.ld = -(-t.pb * ow_ // NR) * NR
     t.parallel = t.mg * t.p * k >= PARALLEL_WORK
     t.work = words * t.ld + t.mp * t.ld
     return t
+
+
+def held_buffers(ctx: RunContext):
+    """tile_calls' scratch kept by the run state."""
+    return lambda dt, shape, use: held_buffer(dt, shape, ctx.held, use)
 
 
 class ConvInteger(OpKernel):
@@ -373,15 +519,15 @@ class ConvInteger(OpKernel):
         groups = self.conv.group
         cached = self._packed
         if cached is None or cached[0] is not w or cached[1] is not wzp:
-            quads = micro_int.vnni() and fits_int8(w, wzp)
-            cached = self._packed = (w, wzp, _pack_weights(w, wzp, groups, quads), quads)
+            form = taps_form(conv_plan.geo, w, wzp)
+            cached = self._packed = (w, wzp, _pack_weights(w, wzp, groups, form), form)
         return _tile_plan(conv_plan, cached[2], w[0].size, groups, cached[3])
 
     def _tile_product(self, ctx: RunContext, t: _Tiles, out, requant=None):
         """out (NCHW) = the integer-tile convolution (+ the int32 bias, if any): int32, or
         requantized with ``requant`` = Requantized.requant_args' values."""
-        work = scratch(ctx, I32, (numba.config.NUMBA_NUM_THREADS, t.work))
-        make_calls(self.tile_calls(ctx, t, out, work, requant))
+        make_calls(self.tile_calls(ctx, t, out, lambda dt, shape, use: scratch(ctx, dt, shape),
+                                   requant))
 
     def jit_calls(self, ctx: RunContext):
         """The integer-tile path's calls (one per image and group), their scratch the run
@@ -389,28 +535,42 @@ class ConvInteger(OpKernel):
         t = ctx.prepared
         if not isinstance(t, _Tiles):
             return None
-        work = held_buffer(I32, (numba.config.NUMBA_NUM_THREADS, t.work), ctx.held,
-                           "conv integer")
-        return self.tile_calls(ctx, t, ctx.flat_out[0], work)
+        return self.tile_calls(ctx, t, ctx.flat_out[0], held_buffers(ctx))
 
-    def tile_calls(self, ctx: RunContext, t: _Tiles, out, work, requant=None) -> list:
-        """_tile_product's calls, with ``work`` its per-thread scratch."""
+    def tile_calls(self, ctx: RunContext, t: _Tiles, out, buffer, requant=None) -> list:
+        """_tile_product's calls, their scratch from ``buffer(dtype, shape, use)``."""
         flat = ctx.flat_in
         x = flat[self.X]
         xzp = flat[self.XZP] if len(flat) > self.XZP and flat[self.XZP] is not None else \
             np.zeros(1, x.dtype)
         bias = flat[self.BIAS] if self.BIAS is not None and len(flat) > self.BIAS and \
             flat[self.BIAS] is not None else np.zeros(0, I32)
-        fn = BLOCKS[requant is not None, t.quads].get(False, t.parallel)
+        fn = BLOCKS[requant is not None, t.form].get(False, t.parallel)
         mult, off, yzp, lo, hi = _NO_REQUANT if requant is None else requant
-        addr = micro_int.address(micro_int.SIGNED_ROWS if t.quads else micro_int.PAIRS)
+        addr = micro_int.address(tile_form(t.form))
         shift = 128 if x.dtype == np.int8 else 0
         cg = t.c // t.groups
-        blocks = -(-(t.p // int(t.geo[OW])) // t.pb)
-        return [(fn, (addr, x, xzp, shift, t.geo, t.taps, (n * t.c + gi * cg) * t.in_size,
-                      t.kp, t.p, t.pb, t.ld, t.a[gi], t.sums[gi], t.mp, t.mg, bias, gi * t.mg,
-                      out, (n * t.m + gi * t.mg) * t.p, mult, off, yzp, lo, hi, work, blocks))
-                for n in range(t.images) for gi in range(t.groups)]
+        rows = t.p // int(t.geo[OW])
+        blocks = -(-((rows - 1) * t.wp + int(t.geo[OW])) // t.pb) if t.form == "direct" else \
+            -(-rows // t.pb)
+        work = buffer(I32, (numba.config.NUMBA_NUM_THREADS, t.work), "conv integer")
+        plane = _NO_PLANE
+        if t.form == "direct":
+            plane = buffer(I32, (t.plane,), "conv integer plane")
+            pad = np.int32(xzp[0]) + shift
+            make_plane = PLANE.get(False, t.parallel)
+        calls = []
+        for n in range(t.images):
+            for gi in range(t.groups):
+                x0 = (n * t.c + gi * cg) * t.in_size
+                if t.form == "direct":
+                    calls.append((make_plane, (x, x0, shift, pad, t.geo, cg, t.hp, t.wp, plane,
+                                               t.planes)))
+                calls.append((fn, (addr, x, xzp, shift, t.geo, t.taps, x0, t.kp, t.p, t.pb,
+                                   t.ld, t.a[gi], t.sums[gi], t.mr, t.mp, t.mg, bias, gi * t.mg,
+                                   out, (n * t.m + gi * t.mg) * t.p, mult, off, yzp, lo, hi,
+                                   plane, t.wp, work, blocks)))
+        return calls
 
     def convolve(self, ctx: RunContext, plan, out=None):
         """The exact integer sums: into ``out`` (int32) on the integer-tile path, else as
@@ -463,9 +623,8 @@ class QLinearConv(ConvInteger, Requantized):
         plan, mult, _inner, _channels, fixed_zp = ctx.prepared
         if not isinstance(plan, _Tiles) or mult is None or not fixed_zp:
             return None
-        work = held_buffer(I32, (numba.config.NUMBA_NUM_THREADS, plan.work), ctx.held,
-                           "conv integer")
-        return self.tile_calls(ctx, plan, ctx.flat_out[0], work, self.requant_args(ctx, mult))
+        return self.tile_calls(ctx, plan, ctx.flat_out[0], held_buffers(ctx),
+                               self.requant_args(ctx, mult))
 
     def run(self, ctx: RunContext) -> None:
         plan, mult, inner, channels, _fixed_zp = ctx.prepared

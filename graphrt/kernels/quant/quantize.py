@@ -597,29 +597,30 @@ class _IntegerProduct(OpKernel):
         packed, np_, sums = cached[2]
         form = micro_int.PAIRS if sums is None else micro_int.UNSIGNED_ROWS
         step = micro_int.STEP[form]
-        mp, kp = -(-rows // micro_int.MR) * micro_int.MR, -(-k // step) * step
+        mr = micro_int.ROWS[form]
+        mp, kp = -(-rows // mr) * mr, -(-k // step) * step
         fn = micro_int.PRODUCT.get(False, rows * n * k >= PARALLEL_WORK)
-        return ("tiles", n, micro_int.address(form), fn, packed, rows, k, mp, kp, np_, sums)
+        return ("tiles", n, micro_int.address(form), fn, packed, rows, k, mr, mp, kp, np_, sums)
 
     def integer_calls(self, ctx: RunContext, geo, out, buffer) -> list:
         """The integer path's calls (A packed, the product, C unpacked into ``out``), its
         scratch from ``buffer(dtype, size)``."""
-        _, n, addr, fn, packed, rows, k, mp, kp, np_, sums = geo
+        _, n, addr, fn, packed, rows, k, mr, mp, kp, np_, sums = geo
         za = ctx.flat_in[self.ZP[0]] if len(ctx.flat_in) > self.ZP[0] else None
         a = ctx.flat_in[self.IN[0]]
         za = np.zeros(1, a.dtype) if za is None else za
         c = buffer(I32, mp * np_)
-        tiles = (np_ // micro_int.NR, False, mp // micro_int.MR * (np_ // micro_int.NR))
+        tiles = (np_ // micro_int.NR, False, mp // mr * (np_ // micro_int.NR))
         if sums is None:
             ap = buffer(np.int16, mp * kp)
             return [(micro_int.pack_a, (a, za, rows, k, mp, kp, ap)),
-                    (fn, (addr, ap, packed, c, mp, kp, np_, 2) + tiles),
+                    (fn, (addr, ap, packed, c, mr, mp, kp, np_, 2) + tiles),
                     (micro_int.unpack, (c, np_, rows, n, out))]
         # the byte tiles: A's bytes made unsigned, its zero point taken out in unpack8
         shift = 128 if a.dtype == np.int8 else 0
         ap = buffer(np.uint8, mp * kp)
         return [(micro_int.pack_a8, (a, shift, rows, k, mp, kp, ap)),
-                (fn, (addr, ap, packed, c, mp, kp, np_, 4) + tiles),
+                (fn, (addr, ap, packed, c, mr, mp, kp, np_, 4) + tiles),
                 (micro_int.unpack8, (c, np_, rows, n, za, shift, sums, out))]
 
     def _b(self, ctx: RunContext, b, zb, n):

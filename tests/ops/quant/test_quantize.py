@@ -242,6 +242,8 @@ TILE_CASES = [
     ((1, 5, 11), (17, 5, 3), {"auto_pad": "SAME_UPPER", "strides": [2]}),
     ((1, 3, 4, 5, 4), (16, 3, 3, 2, 1), {"pads": [1, 0, 0, 1, 1, 0]}),
     ((1, 64, 6, 6), (24, 64, 1, 1), {}),
+    ((1, 6, 9, 8), (32, 3, 3, 2), {"group": 2, "dilations": [2, 1], "pads": [2, 1, 0, 2]}),
+    ((2, 5, 13), (16, 5, 3), {"pads": [1, 0]}),
 ]
 
 
@@ -303,7 +305,9 @@ def test_conv_integer_tiles(xs, ws, attrs, xdt, tile_form):
     inputs = [x, w, xz, wz]
     kernel, ctx = kernel_infer(convolution.ConvInteger, inputs, attrs, opset=10)
     assert isinstance(ctx.prepared, convolution._Tiles)
-    assert ctx.prepared.quads == (tile_form == "bytes")
+    flat = len(xs) <= 4
+    assert ctx.prepared.form == ("pairs" if tile_form == "pairs" else
+                                 "direct" if flat else "quads")
     want = _conv_int64(x, w, lo + 131, wz, attrs)
     model = one_node("ConvInteger", inputs, attrs, opset=10, outs=[np.int32], consts=(1, 2, 3))
     for mode in ("fast", "exact"):

@@ -199,12 +199,16 @@ class Forest:
         leaves that row r of ``x`` [rows, F] (C-contiguous) reaches, added in acc's type
         (that of x, as onnxruntime does); MIN/MAX leave a target no leaf feeds at 0.
         ``take(dtype, shape)`` gives scratch."""
+        fn, args = self.walk_call(x, agg, acc, take)
+        fn(*args)
+
+    def walk_call(self, x: np.ndarray, agg: int, acc: np.ndarray, take) -> tuple:
+        """The compiled call that makes :meth:`scores`' acc."""
         rows, f = x.shape
         if self.interprets(agg):
-            _interpret(x, self.roots, *self.general(), self.pair_start, self.pair_target,
-                       self.weights(acc.dtype, pairs=True), agg, acc,
-                       take(np.bool_, acc.shape))
-            return
+            return _interpret, (x, self.roots, *self.general(), self.pair_start,
+                                self.pair_target, self.weights(acc.dtype, pairs=True), agg,
+                                acc, take(np.bool_, acc.shape))
         block = self.block
         if rows < LANES:
             how = "trees"
@@ -228,8 +232,8 @@ class Forest:
                               min(rows, block) * self.row))
         leaves = take(np.uint32, (self.n_trees,)) if how == "trees" else _NO_LEAVES
         blocks = () if how == "trees" else (-(-rows // block),)
-        _WALKS[how](x.reshape(-1), f, rows, self.width, self.nan_first, work, leaves, block,
-                    *fixed, acc.reshape(-1), self.n_targets, *blocks)
+        return _WALKS[how], (x.reshape(-1), f, rows, self.width, self.nan_first, work, leaves,
+                             block, *fixed, acc.reshape(-1), self.n_targets, *blocks)
 
     def weights(self, dtype, pairs: bool = False) -> np.ndarray:
         """The leaf weights (by slot, or ``pairs``) in the accumulator's type."""

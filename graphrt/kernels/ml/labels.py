@@ -9,15 +9,25 @@ onnxruntime does, after the post_transform of s:
     otherwise: [1 - s, s] when s reads as a probability, [-s, s] when it reads as a margin
 
 and its label is classlabels[1] where s exceeds a threshold (0.5 or 0, per operator).
+
+The scores are made final by one compiled kernel (``final_call``), from raw sums to labels
+and output scores, so a model's classifier or regressor step is compiled calls without
+Python (string labels are taken by Python from the best positions it leaves).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from ..core.base import RunContext, scratch
+from numba import prange
+
+from ..core.base import RunContext, make_calls, scratch
+from ..core.jit import Variants
 from . import post
 
 _I64, _STRING = np.dtype(np.int64), np.dtype(object)
+# what final_call makes of the raw scores
+REGRESS, ARGMAX, ONE_COLUMN, SECOND_COLUMN = range(4)
+EXACT = False
 
 
 class ClassLabels:
@@ -87,16 +97,111 @@ def write(ctx: RunContext, classes: ClassLabels, best: np.ndarray, scores: np.nd
         post.canonical(ctx, scores_out)
 
 
+def _final(acc, t, divide, base, post_kind, kind, threshold, probability, values, best,
+           labels_out, out, rows):
+    """Row r of the raw scores acc[r * t:(r + 1) * t] (in place): divided by ``divide``
+    (unless 0), plus ``base`` (unless empty), then by ``kind``:
+    - REGRESS: post-transformed into out[r * t:];
+    - ARGMAX: best[r] = the first best score's position, then post-transformed;
+    - ONE_COLUMN: s = column 0, best[r] = s > threshold, out[2r:2r + 2] the two columns of s
+      (module docstring; in float64);
+    - SECOND_COLUMN: best[r] = column 1 > threshold, then post-transformed;
+    with labels_out[r] = values[best[r]] where ``values`` (integer labels) is not empty.
+    Exact mode makes the NaNs of out the canonical quiet NaN."""
+    w = 2 if kind == ONE_COLUMN else t
+    has_base, nv = base.size > 0, values.size
+    for r in prange(rows):
+        y = acc[r * t:(r + 1) * t]
+        if divide != 0:
+            for j in range(t):
+                y[j] /= divide
+        if has_base:
+            for j in range(t):
+                y[j] += base[j]
+        o = out[r * w:(r + 1) * w]
+        b = 0
+        if kind == ONE_COLUMN:
+            s = np.float64(y[0])
+            b = 1 if s > threshold else 0
+            if post_kind == post.LOGISTIC:
+                p = post.logistic(s, EXACT)
+                o[0], o[1] = 1.0 - p, p
+            elif post_kind == post.PROBIT:
+                q = post.probit(s, EXACT)
+                o[0], o[1] = q, q
+            elif probability:
+                o[0], o[1] = 1.0 - s, s
+            else:
+                o[0], o[1] = -s, s
+        else:
+            if kind == ARGMAX and t > 0:
+                # np.argmax's choice: the first NaN, else the first largest
+                m = y[0]
+                if m == m:
+                    for j in range(1, t):
+                        if y[j] != y[j]:
+                            b = j
+                            break
+                        if y[j] > m:
+                            m, b = y[j], j
+            elif kind == SECOND_COLUMN:
+                b = 1 if y[1] > threshold else 0
+            post.transform_row(y, post_kind, EXACT)
+            for j in range(t):
+                o[j] = y[j]
+        if EXACT:
+            for j in range(w):
+                if o[j] != o[j]:
+                    o[j] = np.nan
+        if kind != REGRESS:
+            best[r] = b
+            if nv:
+                labels_out[r] = values[b]
+
+
+FINAL = Variants(_final, "ml_final", parallel=True)
+_NONE_F = np.zeros(0)
+_NONE_I = np.zeros(0, np.int64)
+
+
+def final_call(exact: bool, acc: np.ndarray, out: np.ndarray, kind: int, post_kind: int,
+               rows: int, divide=0, base=None, threshold: float = 0.0,
+               probability: bool = False, classes: ClassLabels | None = None, best=None,
+               labels_out=None) -> tuple:
+    """The call of the kernel that makes raw scores ``acc`` [rows * t] final (``_final``):
+    scores into ``out`` (flat), with a classifier's ``classes`` its best positions into
+    ``best`` (int64 [rows]) and integer labels into ``labels_out``."""
+    t = acc.size // max(rows, 1)
+    numeric = classes is not None and classes.dtype != _STRING and labels_out is not None
+    parallel = rows * max(t, 1) >= 1 << 14
+    return (FINAL.get(exact, parallel),
+            (acc, t, acc.dtype.type(divide), _NONE_F if base is None else base, post_kind,
+             kind, threshold, probability, classes.values if numeric else _NONE_I,
+             _NONE_I if best is None else best,
+             labels_out.reshape(-1) if numeric else _NONE_I, out.reshape(-1), rows))
+
+
+def take_labels(ctx: RunContext, classes: ClassLabels, best: np.ndarray,
+                label_out: int = 0) -> None:
+    """String labels ``classlabels[best]`` into the node's output (final_call writes integer
+    ones itself)."""
+    labels_out = ctx.outputs[label_out]
+    if labels_out is not None and classes.dtype == _STRING and classes.count:
+        np.take(classes.values, best, out=labels_out.reshape(-1), mode="clip")
+
+
 def finish(ctx: RunContext, classes: ClassLabels, scores: np.ndarray, post_kind: int,
            one_column=None) -> None:
-    """Labels and scores from raw ``scores`` [N, C]: argmax and post_transform; or, with
-    ``one_column`` = (threshold, probability) and scores [N, 1], the two-column form."""
-    if one_column is not None:
-        threshold, probability = one_column
-        s = scores[:, 0]
-        best = above(ctx, s, threshold)
-        write(ctx, classes, best, expand(ctx, s, post_kind, probability))
-        return
-    best = argmax(ctx, scores)
-    post.apply(scores, post_kind, ctx.exact)
-    write(ctx, classes, best, scores)
+    """Labels and scores from raw ``scores`` [N, C] (C-contiguous, overwritten): argmax and
+    post_transform; or, with ``one_column`` = (threshold, probability), the two-column form
+    of column 0."""
+    rows = scores.shape[0]
+    threshold, probability = one_column if one_column is not None else (0.0, False)
+    best = scratch(ctx, np.int64, (rows,))
+    out = ctx.outputs[1] if ctx.outputs[1] is not None else \
+        scratch(ctx, np.float32, (rows, 2 if one_column is not None else scores.shape[1]))
+    make_calls([final_call(ctx.exact, scores.reshape(-1), out,
+                           ARGMAX if one_column is None else ONE_COLUMN, post_kind, rows,
+                           threshold=threshold, probability=probability, classes=classes,
+                           best=best, labels_out=ctx.outputs[0])])
+    take_labels(ctx, classes, best)

@@ -58,28 +58,44 @@ def erfinv(z, exact):
     return x
 
 
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
+def logistic(v, exact):
+    return 1.0 / (1.0 + _exp(-v, exact))
+
+
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
+def probit(v, exact):
+    return math.sqrt(2.0) * erfinv(2.0 * v - 1.0, exact)
+
+
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
+def transform_row(y, post, exact):
+    """Apply ``post`` to the 1-D row y in place."""
+    c = y.size
+    if post == 1 or post == 3:
+        m = -np.inf
+        for j in range(c):
+            if post == 1 or y[j] != 0:
+                m = max(m, y[j])
+        s = 0.0
+        for j in range(c):
+            if post == 1 or y[j] != 0:
+                y[j] = _exp(y[j] - m, exact)
+                s += y[j]
+        for j in range(c):
+            y[j] = y[j] / s if s > 0 else 0.0
+    elif post == 2:
+        for j in range(c):
+            y[j] = logistic(y[j], exact)
+    elif post == 4:
+        for j in range(c):
+            y[j] = probit(y[j], exact)
+
+
 def _transform(y, post, rows):
     """Apply ``post`` to each of the first ``rows`` rows of y [R, C] in place."""
-    c = y.shape[1]
     for r in prange(rows):
-        if post == 1 or post == 3:
-            m = -np.inf
-            for j in range(c):
-                if post == 1 or y[r, j] != 0:
-                    m = max(m, y[r, j])
-            s = 0.0
-            for j in range(c):
-                if post == 1 or y[r, j] != 0:
-                    y[r, j] = _exp(y[r, j] - m, EXACT)
-                    s += y[r, j]
-            for j in range(c):
-                y[r, j] = y[r, j] / s if s > 0 else 0.0
-        elif post == 2:
-            for j in range(c):
-                y[r, j] = 1.0 / (1.0 + _exp(-y[r, j], EXACT))
-        elif post == 4:
-            for j in range(c):
-                y[r, j] = math.sqrt(2.0) * erfinv(2.0 * y[r, j] - 1.0, EXACT)
+        transform_row(y[r], post, EXACT)
 
 
 TRANSFORM = Variants(_transform, "ml_post", parallel=True)

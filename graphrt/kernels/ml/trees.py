@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from ... import dtypes as _dt
-from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
+from ..core.held import held_buffer
 from . import labels, post
 from .forest import AVERAGE, MAX, MEMBER, MIN, SUM, Forest
 
@@ -135,30 +136,57 @@ class _Trees(OpKernel):
     def declare(self, ctx: InferContext, dtype, rows: int) -> None:
         ctx.set_output(0, self.out_dtype, (rows, self.forest.n_targets))
 
-    def scores(self, ctx: RunContext, transform: bool = True) -> np.ndarray:
-        """The scores as scratch [N, targets] in the compute type (float32 for float32
-        inputs, else float64), post-transformed if asked."""
+    def final(self, ctx: RunContext, acc, buffer) -> tuple:
+        """The call that makes the raw sums ``acc`` the node's outputs (labels.final_call);
+        ``buffer(dtype, shape, use)`` gives scratch."""
+        rows, out = ctx.prepared[0], ctx.flat_out[0]
+        if out.dtype == np.float16:     # (numba stores no float16: finish_python casts)
+            out = buffer(_F32, (acc.size,), "tree scores")
+        return labels.final_call(ctx.exact, acc, out, labels.REGRESS, self.post,
+                                 rows, self.forest.n_trees if self.agg == AVERAGE else 0,
+                                 self.base)
+
+    def calls(self, ctx: RunContext, buffer) -> list | None:
+        """The node's run as compiled calls (the walk, then the final scores and labels),
+        their scratch from ``buffer(dtype, shape, use)``; None where the input needs a cast
+        first."""
         rows, f, cdt = ctx.prepared
-        x = ctx.inputs[0].reshape(rows, f)
+        x = ctx.flat_in[0]
         if x.dtype != cdt:
-            w = scratch(ctx, cdt, (rows, f))
-            np.copyto(w, x, casting="unsafe")
-            x = w
-        t = self.forest.n_targets
-        acc = scratch(ctx, cdt, (rows, t))
-        self.forest.scores(x, self.agg, acc, lambda dtype, shape: scratch(ctx, dtype, shape))
-        if self.agg == AVERAGE and self.forest.n_trees:
-            acc /= self.forest.n_trees
-        if self.base is not None:
-            acc += self.base
-        if transform:
-            post.apply(acc, self.post, ctx.exact, rows * t >= 1 << 14)
-        return acc
+            return None
+        acc = buffer(cdt, (rows, self.forest.n_targets), "tree sums")
+        walk = self.forest.walk_call(x.reshape(rows, f), self.agg, acc,
+                                     lambda dtype, shape: buffer(dtype, shape, "tree walk"))
+        return [walk, self.final(ctx, acc.reshape(-1), buffer)]
+
+    def jit_calls(self, ctx: RunContext):
+        if ctx.flat_out[0].dtype == np.float16:
+            return None
+        return self.calls(ctx, lambda dtype, shape, use: held_buffer(dtype, shape, ctx.held,
+                                                                     use))
 
     def run(self, ctx: RunContext) -> None:
-        np.copyto(ctx.outputs[0].reshape(ctx.prepared[0], -1), self.scores(ctx),
-                  casting="unsafe")
-        post.canonical(ctx, ctx.outputs[0])
+        taken = {}
+
+        def buffer(dtype, shape, use):
+            taken[use] = scratch(ctx, dtype, shape)
+            return taken[use]
+
+        calls = self.calls(ctx, buffer)
+        if calls is None:       # the input cast to the compute type first
+            rows, f, cdt = ctx.prepared
+            x = scratch(ctx, cdt, (rows, f))
+            np.copyto(x, ctx.inputs[0].reshape(rows, f), casting="unsafe")
+            calls = self.calls(RunContext(ctx.node, [x], ctx.outputs, ctx.prepared, ctx.exact,
+                                          ctx.arena, ctx.cancel, ctx.held), buffer)
+        make_calls(calls)
+        self.finish_python(ctx, taken)
+
+    def finish_python(self, ctx: RunContext, taken: dict) -> None:
+        """What the compiled calls leave to Python (string labels, float16 scores);
+        ``taken``: their scratch by use."""
+        if "tree scores" in taken:
+            np.copyto(ctx.flat_out[0], taken["tree scores"], casting="unsafe")
 
 
 class TreeEnsembleRegressor(_Trees):
@@ -199,17 +227,20 @@ class TreeEnsembleClassifier(_Trees):
         ctx.set_output(0, self.classes.dtype, (rows,))
         ctx.set_output(1, _F32, (rows, self.classes.count))
 
-    def run(self, ctx: RunContext) -> None:
-        acc = self.scores(ctx, transform=False)
-        if self.binary == 0:
-            labels.finish(ctx, self.classes, acc[:, :1], self.post,
-                          (self.threshold, self.probability))
-        elif self.binary == 1:
-            best = labels.above(ctx, acc[:, 1], self.threshold)
-            post.apply(acc, self.post, ctx.exact)
-            labels.write(ctx, self.classes, best, acc)
-        else:
-            labels.finish(ctx, self.classes, acc, self.post)
+    def final(self, ctx: RunContext, acc, buffer) -> tuple:
+        rows = ctx.prepared[0]
+        kind = {0: labels.ONE_COLUMN, 1: labels.SECOND_COLUMN}.get(self.binary, labels.ARGMAX)
+        out = ctx.flat_out[1] if ctx.flat_out[1] is not None else \
+            buffer(_F32, (rows * self.classes.count,), "tree scores")
+        return labels.final_call(ctx.exact, acc, out, kind, self.post, rows, 0, self.base,
+                                 self.threshold, self.probability, self.classes,
+                                 buffer(np.int64, (rows,), "tree labels"), ctx.flat_out[0])
+
+    def jit_calls(self, ctx: RunContext):
+        return None if self.classes.dtype == np.dtype(object) else super().jit_calls(ctx)
+
+    def finish_python(self, ctx: RunContext, taken: dict) -> None:
+        labels.take_labels(ctx, self.classes, taken["tree labels"])
 
 
 class TreeEnsemble(_Trees):

@@ -243,3 +243,87 @@ def test_feature_out_of_range_is_an_error():
     attrs = legacy_forest(np.random.default_rng(0), n_features=4)
     with pytest.raises(SessionError, match="feature"):
         regress(np.zeros((2, 2), np.float32), attrs)
+
+
+def _compiled_runs(model, x, options=None):
+    """Three runs of a one-node model: from the plan's second run its step is compiled calls
+    only (asserted); the runs' outputs, each run's bits the first's (asserted)."""
+    sess = graphrt.Session(model, options or graphrt.SessionOptions(intra_op_threads=1))
+    runs = [sess.run(None, {"x0": x}) for _ in range(3)]
+    (_key, entry), = sess._plans._entries
+    plain = entry.pool._idle[0].program.plain
+    assert plain and all(fn is not None for fn, _args, _i in plain)    # no Python step
+    for outs in runs[1:]:
+        assert [o.tobytes() for o in outs] == [o.tobytes() for o in runs[0]]
+    return runs[0]
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("post, kind", [("NONE", "SUM"), ("LOGISTIC", "AVERAGE"),
+                                        ("SOFTMAX", "SUM"), ("PROBIT", "SUM"),
+                                        ("SOFTMAX_ZERO", "MIN")])
+def test_tree_steps_are_compiled_calls(post, kind, mode):
+    """Regressors and classifiers with integer labels run as compiled calls (the walk, then
+    one kernel from raw sums to labels and scores): the values of the first run's Python
+    step, and of the string-label classifier (which keeps labels in Python)."""
+    rng = np.random.default_rng(21)
+    options = graphrt.SessionOptions(mode=mode, intra_op_threads=1)
+    a = legacy_forest(rng, n_targets=3, per_leaf=2)
+    x = features(rng, n=9)
+    if post == "PROBIT":
+        x = np.abs(x) / 40          # scores in (0, 1)
+    reg = dict(a, aggregate_function=kind, post_transform=post, base_values=[0.5, -1, 0.25])
+    model = one_node("TreeEnsembleRegressor", [x], reg, opset=17, outs=[np.float32],
+                     domain=ML, domain_opset=3)
+    got = _compiled_runs(model, x, options)[0]
+    if post == "NONE" and kind != "MIN":
+        check("TreeEnsembleRegressor", [x], reg, opset=17, outs=[np.float32], domain=ML,
+              domain_opset=3, rtol=1e-6, atol=1e-6)
+    assert got.shape == (9, 3)
+    cls = {k.replace("target_", "class_"): v for k, v in a.items() if k != "n_targets"}
+    cls.update(classlabels_int64s=[7, 8, 9], post_transform=post, base_values=[0.5, -1, 0.25])
+    kw = dict(opset=17, outs=[np.int64, np.float32], domain=ML, domain_opset=3)
+    labels, scores = _compiled_runs(one_node("TreeEnsembleClassifier", [x], cls, **kw), x,
+                                    options)
+    strings = dict(cls, classlabels_strings=["7", "8", "9"])
+    del strings["classlabels_int64s"]
+    want = run("TreeEnsembleClassifier", [x], strings, options=options, opset=17,
+               outs=[object, np.float32], domain=ML, domain_opset=3)
+    assert labels.astype(str).tolist() == want[0].tolist()
+    assert scores.tobytes() == want[1].tobytes()
+
+
+@pytest.mark.parametrize("class_id", [0, 1])
+def test_two_class_tree_steps_are_compiled_calls(class_id):
+    """The two-class forms (one score column) as compiled calls: onnxruntime's readings
+    (test_two_classes_one_score_column's first case) from the second run on."""
+    attrs = {"nodes_treeids": [0, 0, 0], "nodes_nodeids": [0, 1, 2],
+             "nodes_featureids": [0, 0, 0], "nodes_modes": ["BRANCH_LEQ", "LEAF", "LEAF"],
+             "nodes_values": [0.0, 0, 0], "nodes_truenodeids": [1, 0, 0],
+             "nodes_falsenodeids": [2, 0, 0], "class_treeids": [0, 0], "class_nodeids": [1, 2],
+             "class_ids": [class_id] * 2, "class_weights": [0.3, 0.8],
+             "classlabels_int64s": [10, 20], "post_transform": "LOGISTIC"}
+    x = np.array([[-1.0], [1.0]], np.float32)
+    model = one_node("TreeEnsembleClassifier", [x], attrs, opset=17,
+                     outs=[np.int64, np.float32], domain=ML, domain_opset=1)
+    labels, scores = _compiled_runs(model, x)
+    ort_labels, ort_scores = onnxruntime_outputs(model, {"x0": x})
+    assert labels.tolist() == ort_labels.tolist() == [10, 20]
+    np.testing.assert_allclose(scores, ort_scores, rtol=1e-6, atol=1e-7)
+
+
+def test_classifier_ties_take_the_first_class():
+    """Equal best scores give the first of them (np.argmax's choice, onnxruntime's too), in
+    the compiled calls as in the first run."""
+    attrs = {"nodes_treeids": [0, 0, 0], "nodes_nodeids": [0, 1, 2],
+             "nodes_featureids": [0, 0, 0], "nodes_modes": ["BRANCH_LEQ", "LEAF", "LEAF"],
+             "nodes_values": [0.0, 0, 0], "nodes_truenodeids": [1, 0, 0],
+             "nodes_falsenodeids": [2, 0, 0], "class_treeids": [0] * 6,
+             "class_nodeids": [1, 1, 1, 2, 2, 2], "class_ids": [0, 1, 2] * 2,
+             "class_weights": [0.5, 0.5, 0.1, 0.1, 0.7, 0.7],
+             "classlabels_int64s": [10, 20, 30]}
+    x = np.array([[-1.0], [1.0]], np.float32)
+    model = one_node("TreeEnsembleClassifier", [x], attrs, opset=17,
+                     outs=[np.int64, np.float32], domain=ML, domain_opset=1)
+    labels, _scores = _compiled_runs(model, x)
+    assert labels.tolist() == onnxruntime_outputs(model, {"x0": x})[0].tolist() == [10, 20]

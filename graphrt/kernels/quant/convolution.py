@@ -16,6 +16,15 @@ the thread count. Two paths:
   A = a group's weights minus their zero points (int16 rows, packed once per plan) and
   B = the image's shifted taps, row k = (c, kernel position), column = output position, laid
   out as micro_int's pairs of rows (``_pairs``); C's rows are output channels, i.e. NCHW.
+  On VNNI CPUs, 1-d and 2-d convolutions whose weights minus their zero points fit int8
+  take micro_int's byte tiles instead, reading B without a column matrix: the input is laid
+  out once per image and group as planes of words (``_plane``: four channels' bytes
+  x + 128*(x is int8), one plane per phase of the strides, the zero point outside the
+  input), in which the quad of taps (channels 4c'..4c'+3, kernel position (kh, kw)) of
+  output position (oh, ow) is word (oh + kh*DH // SH, ow + kw*DW // SW) of plane
+  (c', kh*DH % SH, kw*DW % SW); numbering positions oh * wp + ow (wp the planes' width,
+  wp - OW of every wp computed and dropped) makes each of B's rows a contiguous run of a
+  plane. The unsigned input's zero point is taken out with the weights' row sums.
 - Otherwise conv.py's float convolution of the shifted operands: float32 where every partial
   sum stays below 2**24 (its bound: the largest |x - x_zp| times the largest sum of
   |w - w_zp| over one output channel's window, from the values where the weights are
@@ -120,66 +129,6 @@ def _pairs(x, z, g, taps, x0, kp, r0, r1, ld, out):
             out[base + j] = 0
 
 
-@njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
-def _quads(x, shift, pad, g, taps, x0, kq, r0, r1, ld, out):
-    """out[q * ld + j] = the int32 word of micro_int's unsigned quad of taps 4q ... 4q + 3
-    (``tap_table``) at output position r0 * OW + j, for the output rows r0 <= r < r1: byte t
-    x + shift at tap 4q + t, ``pad`` in the padding (x's zero point + shift); columns
-    (r1 - r0) * OW <= j < ld are 0. x's channels of one image and group start at x[x0]."""
-    oh_, ow_ = g[OH], g[OW]
-    sw = g[SW]
-    n = (r1 - r0) * ow_
-    for q in range(kq // 4):
-        base = q * ld
-        t0 = (taps[4 * q, 0], taps[4 * q, 1], taps[4 * q, 2], taps[4 * q, 3], taps[4 * q, 4],
-              taps[4 * q, 5])
-        t1 = (taps[4 * q + 1, 0], taps[4 * q + 1, 1], taps[4 * q + 1, 2], taps[4 * q + 1, 3],
-              taps[4 * q + 1, 4], taps[4 * q + 1, 5])
-        t2 = (taps[4 * q + 2, 0], taps[4 * q + 2, 1], taps[4 * q + 2, 2], taps[4 * q + 2, 3],
-              taps[4 * q + 2, 4], taps[4 * q + 2, 5])
-        t3 = (taps[4 * q + 3, 0], taps[4 * q + 3, 1], taps[4 * q + 3, 2], taps[4 * q + 3, 3],
-              taps[4 * q + 3, 4], taps[4 * q + 3, 5])
-        od, oh = r0 // oh_, r0 % oh_
-        for r in range(r0, r1):
-            s0, a0, b0 = _row_start(g, x0, t0, od, oh)
-            s1, a1, b1 = _row_start(g, x0, t1, od, oh)
-            s2, a2, b2 = _row_start(g, x0, t2, od, oh)
-            s3, a3, b3 = _row_start(g, x0, t3, od, oh)
-            oh += 1
-            if oh == oh_:
-                od, oh = od + 1, 0
-            o = base + (r - r0) * ow_
-            lo, hi = max(max(a0, a1), max(a2, a3)), min(min(b0, b1), min(b2, b3))
-            if lo >= hi:
-                lo, hi = 0, 0
-            for i in range(lo):
-                out[o + i] = _quad_at(x, shift, pad, sw, i, s0, a0, b0, s1, a1, b1, s2, a2, b2,
-                                      s3, a3, b3)
-            # unsigned indices: numba's wraparound of negative ones would keep it scalar
-            u0, u1, u2, u3 = np.uint64(s0), np.uint64(s1), np.uint64(s2), np.uint64(s3)
-            uo, us = np.uint64(o), np.uint64(sw)
-            for i in range(np.uint64(lo), np.uint64(hi)):
-                out[uo + i] = ((np.int32(x[u0 + i * us]) + shift)
-                               | ((np.int32(x[u1 + i * us]) + shift) << 8)
-                               | ((np.int32(x[u2 + i * us]) + shift) << 16)
-                               | ((np.int32(x[u3 + i * us]) + shift) << 24))
-            for i in range(max(lo, hi), ow_):
-                out[o + i] = _quad_at(x, shift, pad, sw, i, s0, a0, b0, s1, a1, b1, s2, a2, b2,
-                                      s3, a3, b3)
-        for j in range(n, ld):
-            out[base + j] = 0
-
-
-@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
-def _quad_at(x, shift, pad, sw, i, s0, a0, b0, s1, a1, b1, s2, a2, b2, s3, a3, b3):
-    """_quads' word at column i where some of its taps may be padding."""
-    v0 = np.int32(x[s0 + i * sw]) + shift if a0 <= i < b0 else pad
-    v1 = np.int32(x[s1 + i * sw]) + shift if a1 <= i < b1 else pad
-    v2 = np.int32(x[s2 + i * sw]) + shift if a2 <= i < b2 else pad
-    v3 = np.int32(x[s3 + i * sw]) + shift if a3 <= i < b3 else pad
-    return v0 | (v1 << 8) | (v2 << 16) | (v3 << 24)
-
-
 def _plane(x, x0, shift, pad, g, cg, hp, wp, out, planes):
     """The direct path's input, in ``planes`` planes of hp x wp words, plane
     (cq * SH + ph) * SW + pw of x's strides' phase (ph, pw) and quad of channels cq: its
@@ -236,16 +185,15 @@ def _blocks(addr, x, zp, shift, g, taps, x0, kp, p_, pb, ldmax, a, sums, mr, mp,
             out, o0, mult, off, yzp, lo, hi, plane, wp, work, blocks):
     """One image and group of the convolution: the ``blocks`` blocks of pb output rows (at
     most ldmax positions, rounded up to NR; with DIRECT of ldmax positions oh * wp + ow) in
-    parallel, tiles of mr rows (micro_int.ROWS); each builds its words of taps (``_pairs``,
-    or ``_quads`` with QUADS; cache-resident; with DIRECT copies of ``plane``'s words from
-    taps[q, 0] on for quad q), runs micro_int's tiles over every output channel of the
+    parallel, tiles of mr rows (micro_int.ROWS); each builds its words of taps (``_pairs``;
+    cache-resident; with DIRECT copies of ``plane``'s words from taps[q, 0] on for quad q),
+    runs micro_int's tiles over every output channel of the
     group, and writes out[o0 + i * p_ + j] = acc + bias[m0 + i] (int32), or with REQUANT
     that requantized (quantize.requantized: mult, off per channel m0 + i or one value, yzp
-    one value, clamped to [lo, hi]). With QUADS or DIRECT, acc is taken from the unsigned
-    taps (x + shift) and corrected by (x's zero point + shift) * sums[i] (row i's sum of
-    a)."""
-    z, sh = np.int32(zp[0]), np.int32(shift)
-    pad = z + sh
+    one value, clamped to [lo, hi]). With DIRECT, acc is taken from the unsigned taps
+    (x + shift) and corrected by (x's zero point + shift) * sums[i] (row i's sum of a)."""
+    z = np.int32(zp[0])
+    pad = z + np.int32(shift)
     has_b = bias.size > 0
     nm, no = mult.size > 1, off.size > 1
     has_off = off.size > 0
@@ -273,14 +221,11 @@ def _blocks(addr, x, zp, shift, g, taps, x0, kp, p_, pb, ldmax, a, sums, mr, mp,
                 micro_int.tile(addr, a, i0 * kp, kp, taps16, 2 * jj, 2 * ld, row,
                                cb + i0 * ld + jj, ld, kp // 2)
         else:
-            if DIRECT:
-                for q in range(kp // 4):
-                    # unsigned indices, as in _pairs
-                    src, dst = np.uint64(taps[q, 0] + c0), np.uint64(q * ld)
-                    for j in range(np.uint64(ld)):
-                        row[dst + j] = plane[src + j]
-            else:
-                _quads(x, sh, pad, g, taps, x0, kp, r0, r1, ld, row)
+            for q in range(kp // 4):
+                # unsigned indices, as in _pairs
+                src, dst = np.uint64(taps[q, 0] + c0), np.uint64(q * ld)
+                for j in range(np.uint64(ld)):
+                    row[dst + j] = plane[src + j]
             taps8 = row.view(np.uint8)
             # A's tiles once each (the last layers' weights are megabytes), the block's B
             # from cache again
@@ -321,7 +266,7 @@ def _blocks(addr, x, zp, shift, g, taps, x0, kp, p_, pb, ldmax, a, sums, mr, mp,
 REQUANT = DIRECT = False
 PAIRS = True
 _NO_REQUANT = (np.zeros(1), np.zeros(0), np.zeros(1, np.int32), 0, 0)
-TAPS = ("pairs", "quads", "direct")     # the forms of the tiles' B (see _blocks)
+TAPS = ("pairs", "direct")      # the forms of the tiles' B (see _blocks)
 # (requantized, form): the compiled forms
 BLOCKS = {(r, f): Variants(_blocks, "conv_integer_blocks" + "_requant" * r + "_" + f,
                            parallel=True, REQUANT=r, PAIRS=f == "pairs", DIRECT=f == "direct")
@@ -339,17 +284,16 @@ class _Tiles:
 
 def _pack_weights(w, wzp, groups, form: str) -> tuple[list, list]:
     """Each group's weights minus their zero points as micro_int's A, tiles of
-    micro_int.ROWS rows (zeros pad), K = (channel, kernel position) row-major: int16 rows of K rounded up to even
-    ("pairs"), int8 rows of K rounded up to 4 ("quads"), or int8 rows ordered (quad of
-    channels, kernel position, channel in the quad), channels rounded up to 4 ("direct");
-    with bytes each group's row sums (int32), else empty arrays."""
+    micro_int.ROWS rows (zeros pad): int16 rows of K = (channel, kernel position)
+    row-major rounded up to even ("pairs"), or int8 rows ordered (quad of channels, kernel
+    position, channel in the quad), channels rounded up to 4 ("direct"), with each group's
+    row sums (int32; empty arrays for pairs)."""
     m, k = w.shape[0], w[0].size
     mg, cg = m // groups, w.shape[1]
     positions = k // max(1, cg)
     mr = micro_int.ROWS[tile_form(form)]
     mp = -(-mg // mr) * mr
-    kp = {"pairs": k + (k & 1), "quads": -(-k // 4) * 4,
-          "direct": -(-cg // 4) * 4 * positions}[form]
+    kp = k + (k & 1) if form == "pairs" else -(-cg // 4) * 4 * positions
     z = np.asarray(wzp, np.int16).reshape(-1, 1)
     shifted = np.subtract(w.reshape(m, k), np.broadcast_to(z, (m, 1)), dtype=np.int16)
     out, sums = [], []
@@ -374,11 +318,10 @@ def tile_form(form: str) -> str:
 
 def taps_form(geo, w, wzp) -> str:
     """The tiles' B: "direct" (bytes from planes of the interleaved input, no column
-    matrix) for 1-d and 2-d convolutions, "quads" (bytes) for 3-d ones, on VNNI CPUs where
-    every weight minus its zero point fits int8; else "pairs" (int16)."""
-    if not micro_int.vnni() or not fits_int8(w, wzp):
-        return "pairs"
-    return "direct" if int(geo[D]) == 1 and int(geo[KD]) == 1 else "quads"
+    matrix) for 1-d and 2-d convolutions on VNNI CPUs where every weight minus its zero
+    point fits int8; else "pairs" (int16 taps of a column matrix)."""
+    flat = int(geo[D]) == 1 and int(geo[KD]) == 1
+    return "direct" if flat and micro_int.vnni() and fits_int8(w, wzp) else "pairs"
 
 
 def fits_int8(w, wzp) -> bool:
@@ -445,7 +388,7 @@ def _tile_plan(conv_plan, packed, k, groups, form) -> _Tiles:
                   + at).reshape(-1, 1)
         t.kp = 4 * t.taps.shape[0]
     else:
-        t.kp = -(-k // 4) * 4 if form == "quads" else k + (k & 1)
+        t.kp = k + (k & 1)
         t.taps = tap_table(g, k, t.kp)
     words = t.kp // (2 if form == "pairs" else 4)           # int32 words of taps a column
     if form == "direct":

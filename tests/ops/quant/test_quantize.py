@@ -295,8 +295,9 @@ def tile_form(request, monkeypatch):
 @pytest.mark.parametrize("xdt", [np.uint8, np.int8])
 @pytest.mark.parametrize("xs,ws,attrs", TILE_CASES)
 def test_conv_integer_tiles(xs, ws, attrs, xdt, tile_form):
-    """Constant weights take the integer tiles (x86; bytes where the weights minus their zero
-    points fit int8 on VNNI CPUs), whose result is the int64 reference's in both modes at 1
+    """Constant weights take the integer tiles (x86; bytes read from planes of the input for
+    1-d and 2-d convolutions where the weights minus their zero points fit int8 on VNNI
+    CPUs), whose result is the int64 reference's in both modes at 1
     and 2 threads, for uint8 and int8 inputs, per-channel zero points; QLinearConv's
     requantization of it (with a bias) is the reference evaluator's."""
     lo = 0 if xdt == np.uint8 else -128
@@ -305,9 +306,8 @@ def test_conv_integer_tiles(xs, ws, attrs, xdt, tile_form):
     inputs = [x, w, xz, wz]
     kernel, ctx = kernel_infer(convolution.ConvInteger, inputs, attrs, opset=10)
     assert isinstance(ctx.prepared, convolution._Tiles)
-    flat = len(xs) <= 4
-    assert ctx.prepared.form == ("pairs" if tile_form == "pairs" else
-                                 "direct" if flat else "quads")
+    flat = len(xs) <= 4             # (3-d convolutions take the pairs)
+    assert ctx.prepared.form == ("direct" if flat and tile_form == "bytes" else "pairs")
     want = _conv_int64(x, w, lo + 131, wz, attrs)
     model = one_node("ConvInteger", inputs, attrs, opset=10, outs=[np.int32], consts=(1, 2, 3))
     for mode in ("fast", "exact"):

@@ -129,16 +129,16 @@ def _pairs(x, z, g, taps, x0, kp, r0, r1, ld, out):
             out[base + j] = 0
 
 
-def _plane(x, x0, shift, pad, g, cg, hp, wp, out, planes):
+def _plane(x, x0, shift, zp, g, cg, hp, wp, out, planes):
     """The direct path's input, in ``planes`` planes of hp x wp words, plane
     (cq * SH + ph) * SW + pw of x's strides' phase (ph, pw) and quad of channels cq: its
     word (i, j) = the bytes x + shift of channels 4cq ... 4cq + 3 at input row
-    i * SH + ph - PH, column j * SW + pw - PW (``pad``, x's zero point + shift, outside the
-    input and for channels >= cg); the words after the planes also ``pad`` (the last
-    blocks' discarded columns read them). x's channels of one image and group start at
-    x[x0]."""
+    i * SH + ph - PH, column j * SW + pw - PW (the pad byte zp[0] + shift outside the input
+    and for channels >= cg); the words after the planes also the pad (the last blocks'
+    discarded columns read them). x's channels of one image and group start at x[x0]."""
     h_, w_, ph0, pw0, sh_, sw_ = g[H], g[W], g[PH], g[PW], g[SH], g[SW]
     size = hp * wp
+    pad = np.int32(zp[0]) + shift       # (the zero point may change from run to run)
     pad4 = pad | (pad << 8) | (pad << 16) | (pad << 24)
     for pl in prange(planes):
         cq, phase = pl // (sh_ * sw_), pl % (sh_ * sw_)
@@ -500,14 +500,13 @@ class ConvInteger(OpKernel):
         plane = _NO_PLANE
         if t.form == "direct":
             plane = buffer(I32, (t.plane,), "conv integer plane")
-            pad = np.int32(xzp[0]) + shift
             make_plane = PLANE.get(False, t.parallel)
         calls = []
         for n in range(t.images):
             for gi in range(t.groups):
                 x0 = (n * t.c + gi * cg) * t.in_size
                 if t.form == "direct":
-                    calls.append((make_plane, (x, x0, shift, pad, t.geo, cg, t.hp, t.wp, plane,
+                    calls.append((make_plane, (x, x0, shift, xzp, t.geo, cg, t.hp, t.wp, plane,
                                                t.planes)))
                 calls.append((fn, (addr, x, xzp, shift, t.geo, t.taps, x0, t.kp, t.p, t.pb,
                                    t.ld, t.a[gi], t.sums[gi], t.mr, t.mp, t.mg, bias, gi * t.mg,

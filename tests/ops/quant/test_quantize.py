@@ -400,3 +400,18 @@ def test_conv_integer_sums_past_float32(consts, mode):
     for threads in (1, 2):
         sess = graphrt.Session(model, graphrt.SessionOptions(mode=mode, intra_op_threads=threads))
         np.testing.assert_array_equal(sess.run(None, feeds(inputs, consts))[0], want)
+
+
+def test_conv_integer_tiles_zero_point_fed_each_run(tile_form):
+    """x's zero point fed at run time (dynamic quantization) and changed between runs: each
+    run pads with its own (the compiled calls are made once and replayed)."""
+    x, w = ints((1, 8, 9, 9), 0, 256, np.uint8, 4), ints((16, 8, 3, 3), -124, 124, np.int8, 5)
+    wz = ints((16,), -4, 4, np.int8, 6)
+    attrs = {"pads": [1, 1, 1, 1], "strides": [2, 1]}
+    inputs = [x, w, np.array(0, np.uint8), wz]
+    model = one_node("ConvInteger", inputs, attrs, opset=10, outs=[np.int32], consts=(1, 3))
+    sess = graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=1))
+    for z in (7, 200, 7, 131):
+        inputs[2] = np.array(z, np.uint8)
+        got = sess.run(None, feeds(inputs, (1, 3)))[0]
+        np.testing.assert_array_equal(got, _conv_int64(x, w, z, wz, attrs))

@@ -100,8 +100,9 @@ class Variants:
                 consts = self._consts if count is None or key == "small" else \
                     dict(self._consts, prange=tasks.task_range)
                 task_form = key is True and count is not None
-                tag = _hash_of(dict(consts, TASKS=tasks.source_tag()) if task_form else consts,
-                               body)
+                # every form that binds task_range (the serial one too) is built on its code
+                tag = _hash_of(dict(consts, TASKS=tasks.source_tag())
+                               if "prange" in consts else consts, body)
                 mode = "exact" if exact else "fast"
                 if task_form:
                     # the serial form's code on the threads (core/tasks.py)

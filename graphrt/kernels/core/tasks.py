@@ -40,6 +40,7 @@ from numba.extending import intrinsic
 from .by_address import address, call_numba
 
 _LOW = 32           # a run's code: ~(first task << 32 | number of tasks)
+_MOST = (1 << 40) - 1   # the most tasks of a whole count
 _VOIDP = ir.IntType(8).as_pointer()
 _RUN_FN = ir.FunctionType(ir.VoidType(), [_VOIDP, ir.IntType(64)])
 
@@ -53,15 +54,23 @@ def task_range(typingctx, n):
         return None
 
     def codegen(context, builder, sig, args):
-        i64 = ir.IntType(64)
+        i64, i32 = ir.IntType(64), ir.IntType(32)
         count = context.cast(builder, args[0], sig.args[0], types.int64)
         code = builder.not_(count)
-        lo = builder.ashr(code, ir.Constant(i64, _LOW))
-        k = builder.and_(code, ir.Constant(i64, (1 << _LOW) - 1))
+        # bounds LLVM can see: a run's first task and length below 2**32, a whole count
+        # below 2**40 (no batch has as many tasks). With them it knows that the tasks'
+        # indices are not negative and do not overflow, so numba's negative-index
+        # wraparound folds away and the loops over them vectorise; without, a loop over
+        # bytes loaded them one at a time (a range from an unknown start: 100 against 9 µs
+        # for 200,000 bytes)
+        lo = builder.zext(builder.trunc(builder.lshr(code, ir.Constant(i64, _LOW)), i32), i64)
+        k = builder.zext(builder.trunc(code, i32), i64)
         whole = builder.icmp_signed(">=", count, ir.Constant(i64, 0))
+        most = ir.Constant(i64, _MOST)
+        count = builder.select(builder.icmp_unsigned("<", count, most), count, most)
         state = cgutils.create_struct_proxy(types.range_state64_type)(context, builder)
         state.start = builder.select(whole, ir.Constant(i64, 0), lo)
-        state.stop = builder.select(whole, count, builder.add(lo, k))
+        state.stop = builder.select(whole, count, builder.add(lo, k, flags=["nuw", "nsw"]))
         state.step = ir.Constant(i64, 1)
         return state._getvalue()
 

@@ -105,24 +105,30 @@ def _quantize(x, scale, zp, out, geo, lo, hi, fmt, to_int, has_zp, n):
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, inline="always")
-def _dequantized(xv, s, zp, k, wide, has_zp, exact):
-    """(x - zp[k]) * scale of one element (see the module docstring); zp is read only
-    when has_zp."""
-    d = np.float32(xv)
-    if has_zp:
-        z = zp[k]
-        if wide:
-            d = np.float64(d) - np.float64(z)
-        else:
+def _dequantized(xv, s, z, wide, has_zp, exact):
+    """(x - z) * scale of one element (see the module docstring); z counts only when
+    has_zp. Each branch keeps its own type (a variable that changed type between branches
+    made every path float64 and the loops scalar)."""
+    if wide:
+        w = np.float64(np.float32(xv))
+        if has_zp:
+            w = w - np.float64(z)
+        v = w * np.float64(s)
+    else:
+        d = np.float32(xv)
+        if has_zp:
             d = np.float32(d - np.float32(z))
-    v = d * np.float32(s) if not wide else np.float64(d) * np.float64(s)
+        v = np.float64(d * np.float32(s))
     return np.nan if exact and v != v else v
 
 
 def _dequantize_one(x, scale, zp, out, geo, wide, has_zp, n):
     """out = (x - zp) * scale over n elements of one scale."""
+    # the scale and zero point read once: read in the loop, they may alias out for all
+    # numba tells LLVM, which then keeps the loop scalar
+    s, z = scale[0], zp[0] if has_zp else 0
     for i in prange(n):
-        out[i] = _dequantized(x[i], scale[0], zp, 0, wide, has_zp, EXACT)
+        out[i] = _dequantized(x[i], s, z, wide, has_zp, EXACT)
 
 
 def _dequantize_rows(x, scale, zp, out, geo, wide, has_zp, rows):
@@ -132,9 +138,9 @@ def _dequantize_rows(x, scale, zp, out, geo, wide, has_zp, rows):
     axis = geo[1]
     for row in prange(rows):
         k = row % axis
-        s = scale[k]
+        s, z = scale[k], zp[k] if has_zp else 0
         for i in range(row * inner, (row + 1) * inner):
-            out[i] = _dequantized(x[i], s, zp, k, wide, has_zp, EXACT)
+            out[i] = _dequantized(x[i], s, z, wide, has_zp, EXACT)
 
 
 def _dequantize_any(x, scale, zp, out, geo, wide, has_zp, n):
@@ -142,7 +148,7 @@ def _dequantize_any(x, scale, zp, out, geo, wide, has_zp, n):
     forms)."""
     for i in prange(n):
         k = _param_index(i, geo)
-        out[i] = _dequantized(x[i], scale[k], zp, k, wide, has_zp, EXACT)
+        out[i] = _dequantized(x[i], scale[k], zp[k] if has_zp else 0, wide, has_zp, EXACT)
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False, inline="always")

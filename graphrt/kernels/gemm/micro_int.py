@@ -155,19 +155,17 @@ def tile(typingctx, addr, a, a_off, lda, b, b_off, ldb, c, c_off, ldc, steps):
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def pack_a(x, zp, m, k, mp, kp, out):
     """out (mp x kp int16) = x (m x k, 8-bit) minus row i's zero point (zp[0] for one value,
-    else zp[i % zp.size]: per row of each batch entry); zeros pad."""
+    else zp[i % zp.size]: per row of each batch entry); zeros pad. (Rows are slices indexed
+    from 0: through i * kp + q numba keeps its negative-index test and the loop scalar.)"""
     nz = zp.size
     for i in range(mp):
-        base = i * kp
+        row = out[i * kp:(i + 1) * kp]
+        row[:] = 0
         if i < m:
             z = np.int16(zp[0] if nz == 1 else zp[i % nz])
+            src = x[i * k:(i + 1) * k]
             for q in range(k):
-                out[base + q] = np.int16(x[i * k + q]) - z
-            for q in range(k, kp):
-                out[base + q] = 0
-        else:
-            for q in range(kp):
-                out[base + q] = 0
+                row[q] = np.int16(src[q]) - z
 
 
 def pack_b(b: np.ndarray, zp: np.ndarray | None, k: int, n: int) -> tuple[np.ndarray, int]:
@@ -203,25 +201,24 @@ PRODUCT = Variants(_product, "int16_product", parallel=True)
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def unpack(c, np_, m, n, out):
-    """out (m x n) = the first m rows and n columns of c (rows of np_)."""
+    """out (m x n) = the first m rows and n columns of c (rows of np_); rows as slices, as in
+    pack_a."""
     for i in range(m):
-        for j in range(n):
-            out[i * n + j] = c[i * np_ + j]
+        out[i * n:(i + 1) * n] = c[i * np_:i * np_ + n]
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def pack_a8(x, shift, m, k, mp, kq, out):
-    """out (mp x kq uint8) = x (m x k, 8-bit) + shift (128 for int8 x, else 0); zeros pad."""
+    """out (mp x kq uint8) = x (m x k, 8-bit) + shift (128 for int8 x, else 0); zeros pad;
+    rows as slices, as in pack_a."""
+    sh = np.int32(shift)
     for i in range(mp):
-        base = i * kq
+        row = out[i * kq:(i + 1) * kq]
+        row[:] = 0
         if i < m:
+            src = x[i * k:(i + 1) * k]
             for q in range(k):
-                out[base + q] = np.uint8(np.int32(x[i * k + q]) + shift)
-            for q in range(k, kq):
-                out[base + q] = 0
-        else:
-            for q in range(kq):
-                out[base + q] = 0
+                row[q] = np.uint8(np.int32(src[q]) + sh)
 
 
 def pack_b8(b: np.ndarray, zp: np.ndarray | None, k: int, n: int):
@@ -242,9 +239,12 @@ def pack_b8(b: np.ndarray, zp: np.ndarray | None, k: int, n: int):
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def unpack8(c, np_, m, n, zp, shift, sums, out):
     """out (m x n) = c's first m rows and n columns minus (row i's zero point + shift) times
-    each column's sum of B (zp[0] for one value, else zp[i % zp.size])."""
+    each column's sum of B (zp[0] for one value, else zp[i % zp.size]); rows as slices, as
+    in pack_a."""
     nz = zp.size
+    s = sums[:n]
     for i in range(m):
-        z = np.int32(zp[0] if nz == 1 else zp[i % nz]) + shift
+        z = np.int32(zp[0] if nz == 1 else zp[i % nz]) + np.int32(shift)
+        src, dst = c[i * np_:i * np_ + n], out[i * n:(i + 1) * n]
         for j in range(n):
-            out[i * n + j] = c[i * np_ + j] - z * sums[j]
+            dst[j] = src[j] - z * s[j]

@@ -31,6 +31,7 @@ a convolution's weights) or ``UNSIGNED_ROWS`` (A unsigned: a product's activatio
 """
 from __future__ import annotations
 
+import functools
 import threading
 
 import llvmlite.binding as llb
@@ -62,6 +63,7 @@ ROWS = {PAIRS: 12 if VBYTES == 64 else 6, SIGNED_ROWS: 8, UNSIGNED_ROWS: 8}
 SOURCE_TAG = file_tag(__file__)
 
 
+@functools.cache
 def vnni() -> bool:
     """Whether the byte forms run here: AVX-512 with VNNI in numba's target (a forced
     portable target has neither)."""
@@ -168,14 +170,32 @@ def pack_a(x, zp, m, k, mp, kp, out):
                 row[q] = np.int16(src[q]) - z
 
 
+def shifted_b(b: np.ndarray, zp: np.ndarray | None, k: int, n: int) -> np.ndarray:
+    """B (k x n, 8-bit) minus its per-column or single zero point, as int16."""
+    z = np.zeros(1, np.int16) if zp is None else np.asarray(zp, np.int16).reshape(-1)
+    return b.reshape(k, n).astype(np.int16) - z
+
+
+def fits_int8(shifted: np.ndarray) -> bool:
+    """Whether every value (8-bit values minus zero points) fits the byte forms' signed
+    operand."""
+    return shifted.size == 0 or (int(shifted.min()) >= -128 and int(shifted.max()) <= 127)
+
+
+def _words(wide: np.ndarray, step: int) -> np.ndarray:
+    """``wide`` (Kp x Np) laid out as words of ``step`` rows: for each group of ``step``
+    rows, every column's ``step`` values side by side (aligned, flat)."""
+    kp, np_ = wide.shape
+    return aligned_copy(wide.reshape(kp // step, step, np_).transpose(0, 2, 1)).reshape(-1)
+
+
 def pack_b(b: np.ndarray, zp: np.ndarray | None, k: int, n: int) -> tuple[np.ndarray, int]:
     """B (k x n, 8-bit) minus its per-column or single zero point, laid out as pairs of rows
     (see the module docstring); returns (the int16 array, its padded column count Np)."""
     kp, np_ = k + (k & 1), -(-n // NR) * NR
     wide = np.zeros((kp, np_), np.int16)
-    z = np.zeros(1, np.int16) if zp is None else np.asarray(zp, np.int16).reshape(-1)
-    wide[:k, :n] = b.reshape(k, n).astype(np.int16) - z
-    return aligned_copy(wide.reshape(kp // 2, 2, np_).transpose(0, 2, 1)).reshape(-1), np_
+    wide[:k, :n] = shifted_b(b, zp, k, n)
+    return _words(wide, 2), np_
 
 
 def _product(addr, a, b, c, mr, mp, kp, np_, step, tiles_n, by_columns, tiles):
@@ -225,15 +245,13 @@ def pack_b8(b: np.ndarray, zp: np.ndarray | None, k: int, n: int):
     """B (k x n, 8-bit) minus its zero points as the signed operand of UNSIGNED_ROWS (quads
     of rows, Np = N rounded up to NR columns): (the int8 array, Np, each column's sum over k
     as int32), or None where a value of B - zp does not fit int8."""
-    kq, np_ = -(-k // 4) * 4, -(-n // NR) * NR
-    z = np.zeros(1, np.int16) if zp is None else np.asarray(zp, np.int16).reshape(-1)
-    shifted = b.reshape(k, n).astype(np.int16) - z
-    if shifted.size and (shifted.min() < -128 or shifted.max() > 127):
+    shifted = shifted_b(b, zp, k, n)
+    if not fits_int8(shifted):
         return None
+    kq, np_ = -(-k // 4) * 4, -(-n // NR) * NR
     wide = np.zeros((kq, np_), np.int8)
     wide[:k, :n] = shifted
-    sums = wide.sum(axis=0, dtype=np.int32)
-    return aligned_copy(wide.reshape(kq // 4, 4, np_).transpose(0, 2, 1)).reshape(-1), np_, sums
+    return _words(wide, 4), np_, wide.sum(axis=0, dtype=np.int32)
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True)

@@ -191,23 +191,18 @@ class Forest:
         return self._general
 
     def interprets(self, agg: int) -> bool:
-        """Whether :meth:`scores` walks with the general interpreter (which needs ``got``)."""
+        """Whether :meth:`walk_call` walks with the general interpreter (which needs ``got``)."""
         return self.needs_interpreter or agg in (MIN, MAX)
 
     def check_features(self, ctx, n_features: int) -> None:
         if self.max_feature >= n_features:
             ctx.fail(f"the trees test feature {self.max_feature}; the input has {n_features}")
 
-    def scores(self, x: np.ndarray, agg: int, acc: np.ndarray, take) -> None:
-        """acc[r, t] = the aggregate (before base values) of the weights for target t of the
-        leaves that row r of ``x`` [rows, F] (C-contiguous) reaches, added in acc's type
-        (that of x, as onnxruntime does); MIN/MAX leave a target no leaf feeds at 0.
-        ``take(dtype, shape)`` gives scratch."""
-        fn, args = self.walk_call(x, agg, acc, take)
-        fn(*args)
-
     def walk_call(self, x: np.ndarray, agg: int, acc: np.ndarray, take) -> tuple:
-        """The compiled call that makes :meth:`scores`' acc."""
+        """The compiled call (fn, args) that makes acc[r, t] = the aggregate (before base
+        values) of the weights for target t of the leaves that row r of ``x`` [rows, F]
+        (C-contiguous) reaches, added in acc's type (that of x, as onnxruntime does); MIN/MAX
+        leave a target no leaf feeds at 0. ``take(dtype, shape)`` gives scratch."""
         rows, f = x.shape
         if self.interprets(agg):
             return _interpret, (x, self.roots, *self.general(), self.pair_start,

@@ -50,32 +50,6 @@ class ClassLabels:
         self.count = int(self.values.size)
 
 
-def expand(ctx: RunContext, s: np.ndarray, post_kind: int, probability: bool) -> np.ndarray:
-    """The two score columns [N, 2] (float64 scratch) made from one column s (module
-    docstring)."""
-    rows = s.shape[0]
-    out = scratch(ctx, np.float64, (rows, 2))
-    out[:, 1] = s
-    if post_kind in (post.LOGISTIC, post.PROBIT):
-        post.apply(out[:, 1:], post_kind, ctx.exact)
-        if post_kind == post.PROBIT:
-            out[:, 0] = out[:, 1]
-            return out
-        probability = True
-    if probability:
-        np.subtract(1.0, out[:, 1], out=out[:, 0])
-    else:
-        np.negative(out[:, 1], out=out[:, 0])
-    return out
-
-
-def above(ctx: RunContext, s: np.ndarray, threshold: float) -> np.ndarray:
-    """Label positions: 1 where s > threshold, else 0."""
-    best = scratch(ctx, np.int64, (s.shape[0],))
-    np.greater(s, threshold, out=best, casting="unsafe")
-    return best
-
-
 def argmax(ctx: RunContext, scores: np.ndarray) -> np.ndarray:
     best = scratch(ctx, np.int64, (scores.shape[0],))
     if scores.shape[1]:
@@ -87,12 +61,12 @@ def argmax(ctx: RunContext, scores: np.ndarray) -> np.ndarray:
 
 def write(ctx: RunContext, classes: ClassLabels, best: np.ndarray, scores: np.ndarray,
           label_out: int = 0, score_out: int = 1) -> None:
-    """Labels ``classlabels[best]`` and the scores (cast to the output's type) into the
-    node's outputs (either may be unused)."""
+    """Labels ``classlabels[best]`` and the scores (cast to the output's type; None: written
+    already) into the node's outputs (either may be unused)."""
     labels_out, scores_out = ctx.outputs[label_out], ctx.outputs[score_out]
     if labels_out is not None and classes.count:
         np.take(classes.values, best, out=labels_out.reshape(-1), mode="clip")
-    if scores_out is not None:
+    if scores_out is not None and scores is not None:
         np.copyto(scores_out.reshape(scores.shape[0], -1), scores, casting="unsafe")
         post.canonical(ctx, scores_out)
 
@@ -106,10 +80,11 @@ def _final(acc, t, divide, base, post_kind, kind, threshold, probability, values
     - ONE_COLUMN: s = column 0, best[r] = s > threshold, out[2r:2r + 2] the two columns of s
       (module docstring; in float64);
     - SECOND_COLUMN: best[r] = column 1 > threshold, then post-transformed;
-    with labels_out[r] = values[best[r]] where ``values`` (integer labels) is not empty.
+    best written where it is not empty, labels_out[r] = values[best[r]] where ``values``
+    (integer labels) is not empty.
     Exact mode makes the NaNs of out the canonical quiet NaN."""
     w = 2 if kind == ONE_COLUMN else t
-    has_base, nv = base.size > 0, values.size
+    has_base, nv, has_best = base.size > 0, values.size, best.size > 0
     for r in prange(rows):
         y = acc[r * t:(r + 1) * t]
         if divide != 0:
@@ -154,7 +129,8 @@ def _final(acc, t, divide, base, post_kind, kind, threshold, probability, values
                 if o[j] != o[j]:
                     o[j] = np.nan
         if kind != REGRESS:
-            best[r] = b
+            if has_best:
+                best[r] = b
             if nv:
                 labels_out[r] = values[b]
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import prange
 
-from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.jit import Variants
 from ..math import exactmath
 from . import labels, post
@@ -270,9 +270,13 @@ class SVMClassifier(_SVM):
                                              scratch(ctx, _F64, (rows, c)), p, rows)
             post.apply(p, self.post, ctx.exact)
             labels.write(ctx, self.classes, best, p)
-        elif c == 2:
-            labels.write(ctx, self.classes, best,
-                         labels.expand(ctx, scores[:, 0], self.post, self.post != post.NONE))
+        elif c == 2:            # one score column: its two-column form, labels by the votes
+            out = ctx.outputs[1] if ctx.outputs[1] is not None else \
+                scratch(ctx, _F32, (rows, 2))
+            make_calls([labels.final_call(ctx.exact, scores.reshape(-1), out, labels.ONE_COLUMN,
+                                          self.post, rows,
+                                          probability=self.post != post.NONE)])
+            labels.write(ctx, self.classes, best, None)
         else:
             post.apply(scores, self.post, ctx.exact)
             labels.write(ctx, self.classes, best, scores)

@@ -282,20 +282,18 @@ class _Tiles:
                  "planes", "plane", "mr")
 
 
-def _pack_weights(w, wzp, groups, form: str) -> tuple[list, list]:
-    """Each group's weights minus their zero points as micro_int's A, tiles of
-    micro_int.ROWS rows (zeros pad): int16 rows of K = (channel, kernel position)
-    row-major rounded up to even ("pairs"), or int8 rows ordered (quad of channels, kernel
-    position, channel in the quad), channels rounded up to 4 ("direct"), with each group's
-    row sums (int32; empty arrays for pairs)."""
-    m, k = w.shape[0], w[0].size
-    mg, cg = m // groups, w.shape[1]
+def _pack_weights(shifted, cg, groups, form: str) -> tuple[list, list]:
+    """Each group's weights minus their zero points (``shifted``: int16 rows of K = (channel,
+    kernel position) row-major) as micro_int's A, tiles of micro_int.ROWS rows (zeros pad):
+    int16 rows of K rounded up to even ("pairs"), or int8 rows ordered (quad of channels,
+    kernel position, channel in the quad), channels rounded up to 4 ("direct"), with each
+    group's row sums (int32; empty arrays for pairs)."""
+    m, k = shifted.shape
+    mg = m // groups
     positions = k // max(1, cg)
     mr = micro_int.ROWS[tile_form(form)]
     mp = -(-mg // mr) * mr
     kp = k + (k & 1) if form == "pairs" else -(-cg // 4) * 4 * positions
-    z = np.asarray(wzp, np.int16).reshape(-1, 1)
-    shifted = np.subtract(w.reshape(m, k), np.broadcast_to(z, (m, 1)), dtype=np.int16)
     out, sums = [], []
     for gi in range(groups):
         a = np.zeros((mp, kp), np.int16)
@@ -316,20 +314,12 @@ def tile_form(form: str) -> str:
     return micro_int.PAIRS if form == "pairs" else micro_int.SIGNED_ROWS
 
 
-def taps_form(geo, w, wzp) -> str:
+def taps_form(geo, shifted) -> str:
     """The tiles' B: "direct" (bytes from planes of the interleaved input, no column
     matrix) for 1-d and 2-d convolutions on VNNI CPUs where every weight minus its zero
-    point fits int8; else "pairs" (int16 taps of a column matrix)."""
+    point (``shifted``) fits int8; else "pairs" (int16 taps of a column matrix)."""
     flat = int(geo[D]) == 1 and int(geo[KD]) == 1
-    return "direct" if flat and micro_int.vnni() and fits_int8(w, wzp) else "pairs"
-
-
-def fits_int8(w, wzp) -> bool:
-    """Whether every weight minus its zero point fits int8 (the byte tiles' signed
-    operand)."""
-    shifted = np.subtract(w.reshape(w.shape[0], -1), np.asarray(wzp, np.int16).reshape(-1, 1),
-                          dtype=np.int16)
-    return shifted.size == 0 or (int(shifted.min()) >= -128 and int(shifted.max()) <= 127)
+    return "direct" if flat and micro_int.vnni() and micro_int.fits_int8(shifted) else "pairs"
 
 
 def rows_per_block(rows: int, ow: int, column_bytes: int) -> int:
@@ -387,14 +377,13 @@ def _tile_plan(conv_plan, packed, k, groups, form) -> _Tiles:
         t.taps = (np.arange(-(-cg // 4)).reshape(-1, 1) * (sh_ * sw_ * t.hp * t.wp)
                   + at).reshape(-1, 1)
         t.kp = 4 * t.taps.shape[0]
-    else:
-        t.kp = k + (k & 1)
-        t.taps = tap_table(g, k, t.kp)
-    words = t.kp // (2 if form == "pairs" else 4)           # int32 words of taps a column
-    if form == "direct":
+        words = t.kp // 4                                   # int32 words of taps a column
         t.pb = t.ld = direct_block((rows - 1) * t.wp + ow_, 4 * words)
         t.plane = t.planes * t.hp * t.wp + t.ld + NR
     else:
+        t.kp = k + (k & 1)
+        t.taps = tap_table(g, k, t.kp)
+        words = t.kp // 2
         t.pb = rows_per_block(rows, ow_, 4 * words)         # output rows a block
         t.ld = -(-t.pb * ow_ // NR) * NR
     t.parallel = t.mg * t.p * k >= PARALLEL_WORK
@@ -462,8 +451,10 @@ class ConvInteger(OpKernel):
         groups = self.conv.group
         cached = self._packed
         if cached is None or cached[0] is not w or cached[1] is not wzp:
-            form = taps_form(conv_plan.geo, w, wzp)
-            cached = self._packed = (w, wzp, _pack_weights(w, wzp, groups, form), form)
+            shifted = shifted_weights(w, wzp)
+            form = taps_form(conv_plan.geo, shifted)
+            cached = self._packed = (w, wzp, _pack_weights(shifted, w.shape[1], groups, form),
+                                     form)
         return _tile_plan(conv_plan, cached[2], w[0].size, groups, cached[3])
 
     def _tile_product(self, ctx: RunContext, t: _Tiles, out, requant=None):
@@ -576,6 +567,13 @@ class QLinearConv(ConvInteger, Requantized):
         self.requantize(ctx, self.convolve(ctx, plan), mult, inner, channels)
 
 
+def shifted_weights(w, zp) -> np.ndarray:
+    """Rows of each output channel's weights minus its (or the one) zero point, int16
+    (|w - z| <= 255: one temporary of the weights' size)."""
+    return np.subtract(w.reshape(w.shape[0], -1), np.asarray(zp, np.int16).reshape(-1, 1),
+                       dtype=np.int16)
+
+
 def _weight_sum_bound(ctx, w, zp) -> int:
     """The largest sum over one output channel's window of |w - zero point|: from the values
     where the weights and zero points are constant, else window size * the type's bound."""
@@ -584,8 +582,6 @@ def _weight_sum_bound(ctx, w, zp) -> int:
     z = ctx.value(zp) if ctx.has_input(zp) else np.zeros(1, np.int64)
     if v is None or z is None or v.size == 0:
         return math.prod(ws[1:]) * shift_bound(ctx, w, zp)
-    # |w - z| <= 255 fits int16: one temporary of the weights' size, summed in int64
-    shifted_w = np.subtract(v.reshape(ws[0], -1), np.asarray(z, np.int16).reshape(-1, 1),
-                            dtype=np.int16)
+    shifted_w = shifted_weights(v, z)
     np.abs(shifted_w, out=shifted_w)
     return int(shifted_w.sum(axis=1, dtype=np.int64).max())

@@ -60,6 +60,8 @@ class Session:
         self._closed = False
         self._lock = threading.Lock()
         self._input_pos = {info.name: i for i, info in enumerate(self._graph.inputs)}
+        # per input, the shapes of arrays of its element type that passed _check_input
+        self._passed: list[set] = [set() for _ in self._graph.inputs]
         self._output_pos = {info.name: i for i, info in enumerate(self._graph.outputs)}
         self._value_ids = None
         self._made = None
@@ -178,21 +180,33 @@ class Session:
         return graph
 
     def _validate_feeds(self, graph: CompiledGraph, feeds) -> list[np.ndarray]:
-        if not isinstance(feeds, Mapping):
+        if type(feeds) is not dict and not isinstance(feeds, Mapping):
             raise SessionError(ErrorKind.INVALID_INPUT, "feeds must map input names to arrays")
-        arrays: list = [None] * len(graph.inputs)
+        inputs = graph.inputs
+        arrays: list = [None] * len(inputs)
+        positions, passed = self._input_pos, self._passed
         for name, value in feeds.items():
-            k = self._input_pos.get(name)
+            k = positions.get(name)
             if k is None:
                 raise SessionError(ErrorKind.INVALID_INPUT,
                                    f"the model has no input {name!r}; its inputs are "
-                                   f"{[i.name for i in graph.inputs]}")
-            arrays[k] = _check_input(graph.inputs[k], value)
+                                   f"{[i.name for i in inputs]}")
+            info = inputs[k]
+            if type(value) is np.ndarray and value.dtype is info.dtype and \
+                    value.shape in passed[k]:
+                arrays[k] = value          # (the checks below passed for this type)
+                continue
+            arrays[k] = checked = _check_input(info, value)
+            if type(checked) is np.ndarray and checked.dtype is info.dtype and \
+                    len(passed[k]) < _SHAPES_KEPT:
+                passed[k].add(checked.shape)
+        if len(feeds) == len(inputs):   # (each input fed once: the names are keys)
+            return arrays
         if graph.defaults:          # overridable initializers not fed this run
             for k, a in enumerate(arrays):
-                if a is None and graph.inputs[k].name in graph.defaults:
-                    arrays[k] = graph.defaults[graph.inputs[k].name]
-        missing = [graph.inputs[k].name for k, a in enumerate(arrays) if a is None]
+                if a is None and inputs[k].name in graph.defaults:
+                    arrays[k] = graph.defaults[inputs[k].name]
+        missing = [inputs[k].name for k, a in enumerate(arrays) if a is None]
         if missing:
             raise SessionError(ErrorKind.INVALID_INPUT, f"no value was fed for input(s) {missing}")
         return arrays
@@ -251,6 +265,9 @@ class Session:
         return (_rebuild, (self._model_bytes, self.options,
                            None if self._operators is DEFAULT else self._operators, self._feedable,
                            self._supplied))
+
+
+_SHAPES_KEPT = 64      # shapes remembered per input as checked
 
 
 def _rebuild(model_bytes: bytes, options: SessionOptions, operators=None, feedable=(),

@@ -114,10 +114,7 @@ class Body:
             entry = self._plans.acquire(key)
         except SessionError:
             return None
-        try:
-            facts = [entry.plan.static_type(v) for v in self.graph.output_ids]
-        finally:
-            entry.release()
+        facts = [entry.plan.static_type(v) for v in self.graph.output_ids]
         return None if any(f is None for f in facts) else facts
 
     def _arrays(self, inputs) -> list[np.ndarray]:

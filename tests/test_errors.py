@@ -98,9 +98,13 @@ def test_external_data_inside_folder_is_read(tmp_path):
 
 @pytest.mark.parametrize("case", ["unknown", "missing", "dtype", "rank", "extent", "short", "shape-mismatch",
                                   "not-array", "out-dtype"])
-def test_invalid_inputs(case):
+@pytest.mark.parametrize("after_a_run", [False, True])
+def test_invalid_inputs(case, after_a_run):
+    """Also after a run of the right shape and type (whose checks the session remembers)."""
     sess = graphrt.Session(models.mlp())
     x = np.ones((2, 16), np.float32)
+    if after_a_run:
+        sess.run(None, {"x": x})
     call = {
         "unknown": lambda: sess.run(None, {"x": x, "z": x}),
         "missing": lambda: sess.run(None, {}),

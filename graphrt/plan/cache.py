@@ -2,13 +2,13 @@
 
 At most ``capacity`` plans, oldest dropped first. Readers look the signature up in an
 immutable tuple without a lock; a missing plan is built under the lock (and looked up again
-there, so two threads never build the same plan). Each entry is reference-counted: the
-cache holds one reference and every run another, so an evicted plan's run states are
-dropped only when its last run gives its state back.
+there, so two threads never build the same plan). An entry the cache drops has its
+pool of run states closed: runs still using it finish, and their states are dropped when
+given back.
 
 ``PlanCache.run`` is the run protocol every caller uses: acquire the plan for the inputs'
 signature, check the caller's buffers against it, take a run state, execute, hand the
-values to the caller, drop the run's arena references, give the state back, release.
+values to the caller, drop the run's arena references, give the state back.
 """
 from __future__ import annotations
 
@@ -30,29 +30,19 @@ if TYPE_CHECKING:
 
 
 class PlanEntry:
-    __slots__ = ("plan", "pool", "_refs", "_lock", "provisional")
+    """A plan and the pool of its run states. Runs use an entry without counting references:
+    once the cache drops it (evicted, warmed, cleared) its pool is closed, and the states of
+    runs still under way are dropped when they are given back."""
+    __slots__ = ("plan", "pool", "provisional")
 
     def __init__(self, plan: ExecutionPlan, poison: bool, arena_limit: int,
                  provisional: warm.Provisional | None = None):
         self.plan = plan
         self.provisional = provisional      # plan/warm.py: serial kernels until warmed
         self.pool = StatePool(plan, poison, arena_limit)
-        self._refs = 1                      # the cache's own reference
-        self._lock = threading.Lock()
 
-    def acquire(self) -> bool:
-        with self._lock:
-            if self._refs == 0:
-                return False
-            self._refs += 1
-            return True
-
-    def release(self) -> None:
-        with self._lock:
-            self._refs -= 1
-            last = self._refs == 0
-        if last:
-            self.pool.close()
+    def close(self) -> None:
+        self.pool.close()
 
     def take(self) -> RunState:
         return self.pool.take()
@@ -74,29 +64,26 @@ class PlanCache:
         self.early_free: str | None = None     # test hook: see build_plan
 
     def acquire(self, signature: tuple, keep: tuple = ()) -> PlanEntry:
-        """The entry for ``signature`` (and the extra values ``keep`` to keep alive) with one
-        reference taken for the caller."""
+        """The entry for ``signature`` (and the extra values ``keep`` to keep alive)."""
         key = (signature, keep)
-        while True:
-            entry = self._find(key, self._entries)
-            warmed = False
-            if entry is not None and entry.provisional is not None and \
-                    entry.provisional.done.is_set() and warm.CURRENT.get() is None:
-                self._drop(key, entry)      # its parallel kernels are compiled: plan again
-                entry, warmed = None, True
-            if entry is None:
-                with self._lock:
-                    entry = self._find(key, self._entries)
-                    if entry is None:
-                        entry = self._build(signature, keep, warmed)
-                        self.builds += 1
-                        kept = self._entries + ((key, entry),)
-                        while len(kept) > self.capacity:
-                            kept[0][1].release()
-                            kept = kept[1:]
-                        self._entries = kept
-            if entry.acquire():
-                return entry
+        entry = self._find(key, self._entries)
+        warmed = False
+        if entry is not None and entry.provisional is not None and \
+                entry.provisional.done.is_set() and warm.CURRENT.get() is None:
+            self._drop(key, entry)      # its parallel kernels are compiled: plan again
+            entry, warmed = None, True
+        if entry is None:
+            with self._lock:
+                entry = self._find(key, self._entries)
+                if entry is None:
+                    entry = self._build(signature, keep, warmed)
+                    self.builds += 1
+                    kept = self._entries + ((key, entry),)
+                    while len(kept) > self.capacity:
+                        kept[0][1].close()
+                        kept = kept[1:]
+                    self._entries = kept
+        return entry
 
     def _build(self, signature: tuple, keep: tuple, warmed: bool = False) -> PlanEntry:
         """A new entry: a provisional plan of serial kernels where the cache lacks the
@@ -131,7 +118,7 @@ class PlanCache:
             if self._find(key, self._entries) is not entry:
                 return
             self._entries = tuple(e for e in self._entries if e[1] is not entry)
-        entry.release()
+        entry.close()
 
     def run(self, arrays: list, deliver: Callable, *, keep: tuple = (), cancel=None,
             precheck: Callable | None = None, profile=None, threads: int | None = None):
@@ -141,49 +128,44 @@ class PlanCache:
         ``precheck(plan)`` runs before anything else (buffer checks); ``keep``: values to
         keep alive to the end; ``profile``: a graphrt.profile.Profile; ``threads``: numba's
         thread count for this run (put back afterwards)."""
-        if threads != 1:
-            return self._run(arrays, deliver, keep, cancel, precheck, profile, threads)
-        token = PLAN_THREADS.set(1)     # a one-thread session plans serial kernels only
+        # a one-thread session plans serial kernels only
+        token = PLAN_THREADS.set(1) if threads == 1 else None
         try:
-            return self._run(arrays, deliver, keep, cancel, precheck, profile, threads)
-        finally:
-            PLAN_THREADS.reset(token)
-
-    def _run(self, arrays, deliver, keep, cancel, precheck, profile, threads):
-        entry = self.acquire(signature(arrays, not self.graph.tensors_only), keep)
-        provisional = entry.provisional
-        if provisional is None:
-            return self._run_entry(entry, arrays, deliver, cancel, precheck, profile, threads)
-        try:
-            with provisional.serial():
+            entry = self.acquire(signature(arrays, not self.graph.tensors_only), keep)
+            provisional = entry.provisional
+            if provisional is None:
                 return self._run_entry(entry, arrays, deliver, cancel, precheck, profile,
                                        threads)
+            try:
+                with provisional.serial():
+                    return self._run_entry(entry, arrays, deliver, cancel, precheck, profile,
+                                           threads)
+            finally:
+                provisional.start()
         finally:
-            provisional.start()
+            if token is not None:
+                PLAN_THREADS.reset(token)
 
     def _run_entry(self, entry, arrays, deliver, cancel, precheck, profile, threads):
+        plan = entry.plan
+        if precheck is not None:
+            precheck(plan)
+        state = entry.take()
+        get_threads, set_threads = _THREAD_CALLS or _thread_calls()
+        before = get_threads() if threads is not None else None
+        if before != threads:
+            set_threads(threads)
+        sink = None if profile is None else profile.begin(plan)
         try:
-            plan = entry.plan
-            if precheck is not None:
-                precheck(plan)
-            state = entry.take()
-            get_threads, set_threads = _THREAD_CALLS or _thread_calls()
-            before = get_threads() if threads is not None else None
-            if before != threads:
-                set_threads(threads)
-            sink = None if profile is None else profile.begin(plan)
-            try:
-                execute(plan, state, arrays, cancel, self.poison, sink)
-                if sink is not None:
-                    sink.close(state.values)
-                return deliver(plan, state.values)
-            finally:
-                if before != threads:
-                    set_threads(before)
-                release_dynamic(plan, state)
-                entry.give(state)
+            execute(plan, state, arrays, cancel, self.poison, sink)
+            if sink is not None:
+                sink.close(state.values)
+            return deliver(plan, state.values)
         finally:
-            entry.release()
+            if before != threads:
+                set_threads(before)
+            release_dynamic(plan, state)
+            entry.give(state)
 
     def held(self, keep: tuple = ()) -> "HeldRuns":
         """Repeated runs that keep one plan and run state while the inputs' signature stays
@@ -207,7 +189,7 @@ class PlanCache:
         with self._lock:
             old, self._entries = self._entries, ()
         for _, e in old:
-            e.release()
+            e.close()
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -246,7 +228,6 @@ class HeldRuns:
     def close(self) -> None:
         if self.entry is not None:
             self.entry.give(self.state)
-            self.entry.release()
         self.key = self.entry = self.state = None
 
     def __enter__(self):
@@ -260,7 +241,7 @@ def signature(arrays, packed_inputs: bool = True) -> tuple:
     """The plan key of a list of inputs: packed values (where ``packed_inputs``: the graph
     has inputs of other kinds than tensors) are keyed by kind, not by size."""
     if not packed_inputs:
-        return tuple((a.dtype, a.shape) for a in arrays)
+        return tuple([(a.dtype, a.shape) for a in arrays])
     return tuple((a.dtype, None if packed.is_packed(a) else a.shape) for a in arrays)
 
 

@@ -23,7 +23,7 @@ def execute(plan: ExecutionPlan, state: RunState, feeds, cancel, poison: bool,
         if plan.facts[vid].kind == DYNAMIC:
             values[vid] = x             # a packed value: read, never written
         else:
-            np.copyto(values[vid], x, casting="no")
+            values[vid][...] = x        # (the plan's signature: same type and shape)
     execute_staged(plan, state, cancel, poison, timings)
 
 
@@ -35,6 +35,10 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
     run. A ``cancel`` token belongs to the state for the whole run."""
     state.arena.reset()
     program = state.program
+    if cancel is None and timings is None and not poison and program is not None and \
+            plan.runs >= 1:        # (the common case, _run_program's plain loop)
+        _run(plan, state, program.scheduled(plan, state), None)
+        return
     sharing = None
     if program is None:
         with compile_share.tables_deferred():

@@ -71,15 +71,14 @@ class StatePool:
         self._open = True
 
     def take(self) -> RunState:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        return RunState(self.plan, self.poison, self.arena_limit)
+        try:
+            return self._idle.pop()     # (list.pop and list.append are atomic)
+        except IndexError:
+            return RunState(self.plan, self.poison, self.arena_limit)
 
     def give(self, state: RunState) -> None:
-        with self._lock:
-            if self._open and len(self._idle) < MAX_IDLE_STATES:
-                self._idle.append(state)
+        if self._open and len(self._idle) < MAX_IDLE_STATES:
+            self._idle.append(state)
 
     def close(self) -> None:
         with self._lock:

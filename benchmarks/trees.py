@@ -2,7 +2,7 @@
 
     python -m benchmarks.trees [--rows 1 1000 100000 1000000] [--threads 1 2]
                                [--models rf_clf lgbm_reg ...] [--budget SECONDS]
-                               [--peer-only] [--rebuild] [--output table.md]
+                               [--repeat] [--peer-only] [--rebuild] [--output table.md]
 
 Models (built once, with random data, into $GRAPHRT_TREES_DIR, default
 ~/.cache/graphrt/trees: <name>.onnx and meta.json; --rebuild makes them again):
@@ -27,7 +27,11 @@ HistGradientBoosting model as it is (a bool in an int attribute): _skl2onnx_int_
 casts that flag while converting.
 
 Per model, thread count and row count (float32 rows drawn like the training data, another
-seed), each runtime gets a session of its own (graphrt: graphrt.Session(bytes,
+seed; each timed run takes the next of max(1, 4,096 // rows) distinct batches, the same
+sequence for both runtimes, as a scoring service gets new rows each call: a walk that branches
+on the data runs several times faster on a batch it has seen many times, whose branches the CPU
+has learnt, and at 1 row such a batch is a few thousand branches; --repeat runs every time on
+the first batch, as this benchmark did before 2026-12-07), each runtime gets a session of its own (graphrt: graphrt.Session(bytes,
 SessionOptions(intra_op_threads=t)); onnxruntime: benchmarks.run.ort_session, t intra-op
 threads, sequential). Reported:
 - steady latency: the median of warm runs in three alternating blocks per runtime within
@@ -72,6 +76,7 @@ ROWS = (1, 1_000, 100_000, 1_000_000)
 TRAIN_ROWS = 20_000
 NAN_FRACTION = 0.03
 BLOCKS = 3
+DISTINCT_ROWS = 4_096       # rows in the distinct batches a case cycles through
 OPSETS = {"": 17, "ai.onnx.ml": 3}      # skl2onnx: TreeEnsembleClassifier / Regressor v3
 ONNXMLTOOLS_OPSET = 15                   # the highest onnxmltools 1.16 converts to
 
@@ -325,15 +330,16 @@ def compare(g, o) -> tuple[float | None, int, str]:
     return worst, wrong, "; ".join(notes)
 
 
-def measure(data, feeds, threads, budget, mem, peer_only) -> dict:
-    """Both runtimes (or onnxruntime alone) on feeds: a Row by runtime, and where both ran
-    'diff' (max abs diff), 'labels' (how many differ) and 'note'."""
+def measure(data, pool, threads, budget, mem, peer_only) -> dict:
+    """Both runtimes (or onnxruntime alone) on the feeds of ``pool``, cycled through from its
+    first: a Row by runtime, and where both ran 'diff' (max abs diff, on pool[0]), 'labels'
+    (how many differ) and 'note'."""
     runtimes = [("onnxruntime", OrtRunner)] if peer_only else [("graphrt", _GraphRT),
                                                           ("onnxruntime", OrtRunner)]
     rows, live = {"graphrt": RunRow()}, []
-    n = len(next(iter(feeds.values())))
+    n = len(next(iter(pool[0].values())))
     for key, cls in runtimes:
-        rt, row = start_runs(cls, data, feeds, threads, mem, more=memory_runs(n))
+        rt, row = start_runs(cls, data, pool[0], threads, mem, more=memory_runs(n))
         rows[key] = row
         if rt is not None:
             live.append((key, rt))
@@ -344,7 +350,10 @@ def measure(data, feeds, threads, budget, mem, peer_only) -> dict:
         for key, rt in live:
             times = rows[key].times
             n0, end = len(times), time.perf_counter() + budget / BLOCKS
+            k = 0
             while len(times) - n0 < min_block or time.perf_counter() < end:
+                feeds = pool[k % len(pool)]
+                k += 1
                 t = time.perf_counter()
                 rt.run(feeds)
                 times.append(time.perf_counter() - t)
@@ -417,7 +426,7 @@ def models_table(meta, names) -> str:
                             f"{meta[n]['native_max_abs_diff']:.1e}"] for n in names])
 
 
-def header(argv, mem, load_start, peer_only) -> str:
+def header(argv, mem, load_start, peer_only, repeat) -> str:
     import onnxruntime
     versions = f"onnxruntime {onnxruntime.__version__}"
     if not peer_only:
@@ -427,7 +436,9 @@ def header(argv, mem, load_start, peer_only) -> str:
             f"{datetime.datetime.now().isoformat(timespec='minutes')}; CPU: {cpu_model()}, "
             f"{os.cpu_count()} logical cores; Python {platform.python_version()}, {versions}, "
             f"numpy {np.__version__}; load average {load_start} at the start, {load()} at the "
-            f"end. Times: median of warm runs, ms; speed-up: onnxruntime ms / graphrt ms; "
+            f"end. Times: median of warm runs, ms, "
+            f"{'each on one batch' if repeat else f'each on the next of max(1, {DISTINCT_ROWS} // rows) distinct batches'}"
+            f"; speed-up: onnxruntime ms / graphrt ms; "
             f"run MiB: {mem.what} over the runs after session creation.")
 
 
@@ -440,6 +451,8 @@ def main(argv=None) -> int:
     ap.add_argument("--models", nargs="+", choices=list(SPECS), default=list(SPECS))
     ap.add_argument("--budget", type=float, default=1.0,
                     help="seconds of timed runs per runtime and case (default 1)")
+    ap.add_argument("--repeat", action="store_true",
+                    help="time every run on one batch (default: distinct batches in turn)")
     ap.add_argument("--peer-only", action="store_true",
                     help="run onnxruntime alone; graphrt is not imported")
     ap.add_argument("--rebuild", action="store_true", help="train and convert the models again")
@@ -458,19 +471,21 @@ def main(argv=None) -> int:
         with open(os.path.join(folder, name + ".onnx"), "rb") as f:
             data = f.read()
         info = meta[name]
-        x_all = features(max(a.rows), info["features"], info["nan_fraction"] > 0, seed=1)
+        x_all = features(max(*a.rows, DISTINCT_ROWS), info["features"],
+                         info["nan_fraction"] > 0, seed=1)
         for n in a.rows:
-            x = x_all[:n]
+            batches = 1 if a.repeat else max(1, DISTINCT_ROWS // n)
+            pool = [{info["input"]: x_all[i * n:(i + 1) * n]} for i in range(batches)]
             for threads in a.threads:
                 t0 = time.perf_counter()
-                rows = measure(data, {info["input"]: x}, threads, a.budget, mem, a.peer_only)
+                rows = measure(data, pool, threads, a.budget, mem, a.peer_only)
                 results.append((name, n, threads, rows))
                 progress(f"{name} {_rows(n)}", threads, rows["graphrt"].steady,
                          rows["onnxruntime"].steady, time.perf_counter() - t0,
                          None if a.peer_only else rows["graphrt"].error)
                 gc.collect()
         del x_all
-    publish("\n\n".join([header(argv, mem, load_start, a.peer_only), models_table(meta, a.models),
+    publish("\n\n".join([header(argv, mem, load_start, a.peer_only, a.repeat), models_table(meta, a.models),
                          table(results), summary(results, a.rows, a.threads)]), a.output)
     return 0
 

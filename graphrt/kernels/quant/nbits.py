@@ -14,7 +14,11 @@ parallel: 4-bit weights decode eight values (one little-endian word) at a time s
 into the dot product, other widths a column at a time into a cache-resident buffer; the
 weights are read once and never widened in memory. More rows dequantize W^T into scratch
 (K x N floats, for the run only), laid out as the micro-kernel's panels, and run graphrt's
-matrix product Y = A @ W^T over them. The one-pass dot product sends value k to partial sum k % 8 and
+matrix product Y = A @ W^T over them. Constant 4-bit weights are first laid out once (per
+kernel, while its inputs are the same arrays) as ``Repacked``: byte u of every column side by
+side (k-major: bytes [K / 2, N]), scales and zero points [blocks, N], so that a panel's rows
+decode from contiguous bytes, a vector of columns at a time (bert_int4's 256 x 1024 layer
+108 -> 10 µs); the same values, so the same bits. The one-pass dot product sends value k to partial sum k % 8 and
 adds the eight as ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)): a fixed order, so the
 bits depend on the inputs only, in both modes. Refused: float zero points and g_idx
 (act-order). onnxruntime's accuracy_level 4 quantizes A to int8 blocks (a further error of
@@ -31,7 +35,9 @@ from numba import njit, prange
 
 from ...errors import ErrorKind
 from ...threads import ensure_layer
+from ...aligned import aligned_copy
 from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.held import held_buffer
 from ..core.jit import Variants
 from ..gemm.microkernel import nr_of
 from ..gemm.product import PARALLEL_WORK, Product, own_tiles
@@ -204,6 +210,84 @@ def _dequantize(packed, scales, zp, geo, w, work, panels):
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+def _panel4(rows, st, zt, geo, w, p):
+    """Panel p of _dequantize4 from Repacked arrays: the panel's rows in order, each a
+    vector of its columns."""
+    k, block, blocks, n, width = geo[0], geo[2], geo[3], geo[6], geo[7]
+    half = block // 2
+    panel = w[p * k * width:(p + 1) * k * width]
+    c0 = p * width
+    cols = min(width, n - c0)
+    for b in range(blocks):
+        s = st[b * n + c0:b * n + c0 + cols]
+        z = zt[b * n + c0:b * n + c0 + cols]
+        pairs = min(half, (k - b * block) // 2)     # (whole pairs; an odd K's last below)
+        if cols == NR:          # (a whole panel: loops of a known length)
+            for u in range(pairs):
+                t = b * block + 2 * u
+                src = rows[(b * half + u) * n + c0:(b * half + u) * n + c0 + NR]
+                two = panel[t * NR:(t + 2) * NR]
+                for c in range(NR):
+                    v = np.int32(src[c])
+                    two[c] = (np.float32(v & 15) - z[c]) * s[c]
+                    two[NR + c] = (np.float32(v >> 4) - z[c]) * s[c]
+        else:
+            for u in range(pairs):
+                t = b * block + 2 * u
+                src = rows[(b * half + u) * n + c0:(b * half + u) * n + c0 + cols]
+                lo = panel[t * width:t * width + cols]
+                hi = panel[(t + 1) * width:(t + 1) * width + cols]
+                for c in range(cols):
+                    v = np.int32(src[c])
+                    lo[c] = (np.float32(v & 15) - z[c]) * s[c]
+                    hi[c] = (np.float32(v >> 4) - z[c]) * s[c]
+        if pairs < half and b * block + 2 * pairs < k:      # K odd: its last value
+            t = b * block + 2 * pairs
+            src = rows[(b * half + pairs) * n + c0:(b * half + pairs) * n + c0 + cols]
+            lo = panel[t * width:t * width + cols]
+            for c in range(cols):
+                lo[c] = (np.float32(np.int32(src[c]) & 15) - z[c]) * s[c]
+    if cols < width:
+        for t in range(k):
+            row = panel[t * width + cols:(t + 1) * width]
+            for c in range(width - cols):
+                row[c] = 0
+
+
+def _dequantize4(rows, st, zt, geo, w, panels):
+    """_dequantize's W^T panels from the Repacked form of constant 4-bit weights, the
+    ``panels`` in parallel."""
+    for p in prange(panels):
+        _panel4(rows, st, zt, geo, w, p)
+
+
+class Repacked:
+    """Constant 4-bit weights laid out for _dequantize4 (module docstring): ``rows`` [K2, N]
+    uint8 (byte u of every column's blocks, K2 = blocks * blob), ``st`` and ``zt`` [blocks,
+    N] float32 (scales; zero points as values, 8 where absent). Made on first use and kept
+    while the kernel's inputs are the same arrays (its plans share it)."""
+
+    __slots__ = ("_of", "arrays")
+
+    def __init__(self):
+        self._of = self.arrays = None
+
+    def of(self, packed, scales, zp, n: int, blocks: int) -> tuple:
+        if self._of is None or any(x is not y for x, y in zip(self._of, (packed, scales, zp))):
+            rows = aligned_copy(np.asarray(packed).reshape(n, -1).T, np.uint8)
+            st = aligned_copy(np.asarray(scales).reshape(n, blocks).T, F32)
+            if zp is None:
+                zt = np.full((blocks, n), 8, F32)
+            else:
+                z = np.asarray(zp).reshape(n, -1)
+                pairs = np.stack([z & 15, z >> 4], axis=2).reshape(n, -1)[:, :blocks]
+                zt = aligned_copy(pairs.T, F32)
+            self.arrays = (rows.reshape(-1), st.reshape(-1), zt.reshape(-1))
+            self._of = (packed, scales, zp)
+        return self.arrays
+
+
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _add_bias(out, m, n, bias):
     """out[i * n + j] += bias[j]."""
     for i in range(m):
@@ -225,6 +309,7 @@ def _words(packed, bits):
 
 ROW = Variants(_row, "matmul_nbits_row", parallel=True)
 DEQUANTIZE = Variants(_dequantize, "matmul_nbits_dequantize", parallel=True)
+DEQUANTIZE4 = Variants(_dequantize4, "matmul_nbits_dequantize4", parallel=True)
 
 
 class MatMulNBits(OpKernel):
@@ -244,6 +329,7 @@ class MatMulNBits(OpKernel):
                       ErrorKind.UNSUPPORTED)
         if self.block < 16 or self.block & (self.block - 1):
             node.fail(f"block_size={self.block} must be a power of 2 of at least 16")
+        self._repacked = Repacked()
 
     def infer(self, ctx: InferContext) -> None:
         k, n, bits, block = self.k, self.n, self.bits, self.block
@@ -281,30 +367,55 @@ class MatMulNBits(OpKernel):
         parallel = m * n * k >= PARALLEL_WORK
         ensure_layer()          # numba.get_thread_id needs the threading layer running
         if m == 1:
-            ctx.prepared = (geo, m, ROW.get(ctx.exact, parallel), None)
+            ctx.prepared = (geo, m, ROW.get(ctx.exact, parallel), None, None)
+            return
+        # Y = A @ W^T, W^T dequantized as the micro-kernel's panels where it runs
+        product = Product(F32, m, n, k, (k, 1), (NR, k) if panels else (n, 1),
+                          exact=ctx.exact, panels=panels)
+        constant = [ctx.value(i) for i in (1, 2, 3)]
+        if bits == 4 and all(v is not None for v in constant[:2]) and \
+                (constant[2] is not None or not ctx.has_input(3)):
+            repacked = self._repacked.of(*constant, n, blocks)
+            ctx.prepared = (geo, m, DEQUANTIZE4.get(ctx.exact, parallel), product, repacked)
         else:
-            # Y = A @ W^T, W^T dequantized as the micro-kernel's panels where it runs
-            product = Product(F32, m, n, k, (k, 1), (NR, k) if panels else (n, 1),
-                              exact=ctx.exact, panels=panels)
-            ctx.prepared = (geo, m, DEQUANTIZE.get(ctx.exact, parallel), product)
+            ctx.prepared = (geo, m, DEQUANTIZE.get(ctx.exact, parallel), product, None)
 
-    def run(self, ctx: RunContext) -> None:
-        geo, m, fn, product = ctx.prepared
+    def calls(self, ctx: RunContext, buffer, blas: bool = False) -> list | None:
+        """The node's run as calls, scratch from ``buffer(dtype, shape, use)``: all compiled,
+        else None; with ``blas``, the product may be the BLAS's (a Python call)."""
+        geo, m, fn, product, repacked = ctx.prepared
         flat = ctx.flat_in
         a, packed, scales = flat[0], flat[1], flat[2]
         zp = flat[3] if len(flat) > 3 and flat[3] is not None else _NO_ZP
         bias = flat[5] if len(flat) > 5 and flat[5] is not None else _NO_BIAS
         out = ctx.flat_out[0]
+        width, n = int(geo[7]), int(geo[6])
         if product is None:
             # a column's values, rounded up to whole blocks
-            work = scratch(ctx, F32, (numba.config.NUMBA_NUM_THREADS, int(geo[3]) * self.block))
-            fn(a, packed, _words(packed, self.bits), scales, zp, geo, bias, out, work,
-               int(geo[6]))
-            return
-        w = scratch(ctx, F32, (-(-self.n // int(geo[7])) * int(geo[7]) * self.k,))
-        fn(packed, scales, zp, geo, w,
-           scratch(ctx, F32, (numba.config.NUMBA_NUM_THREADS, 2 * int(geo[7]))),
-           -(-int(geo[6]) // int(geo[7])))
-        product(a, w, out)
-        if bias.size:
-            _add_bias(out, m, self.n, bias)
+            work = buffer(F32, (numba.config.NUMBA_NUM_THREADS, int(geo[3]) * self.block),
+                          "nbits column")
+            return [(fn, (a, packed, _words(packed, self.bits), scales, zp, geo, bias, out,
+                          work, n))]
+        w = buffer(F32, (-(-n // width) * width * self.k,), "nbits panels")
+        panels = -(-n // width)
+        if repacked is not None:
+            first = (fn, (*repacked, geo, w, panels))
+        else:
+            first = (fn, (packed, scales, zp, geo, w,
+                          buffer(F32, (numba.config.NUMBA_NUM_THREADS, 2 * width), "nbits work"),
+                          panels))
+        mult = product.call_of(a, w, out, holder=ctx.held)
+        if mult is None:
+            if not blas:
+                return None
+            mult = (product, (a, w, out))
+        return [first, mult] + ([(_add_bias, (out, m, self.n, bias))] if bias.size else [])
+
+    def jit_calls(self, ctx: RunContext):
+        return self.calls(ctx, lambda dtype, shape, use: held_buffer(dtype, shape, ctx.held,
+                                                                     use))
+
+    def run(self, ctx: RunContext) -> None:
+        for fn, args in self.calls(ctx, lambda dtype, shape, use: scratch(ctx, dtype, shape),
+                                   blas=True):
+            fn(*args)

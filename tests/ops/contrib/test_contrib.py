@@ -2,6 +2,8 @@
 kernel on the same node, in fast and exact mode; and their refusals."""
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import pytest
 from onnx import numpy_helper
@@ -240,6 +242,32 @@ def test_matmul_nbits_from_the_quantizer(bits, symmetric, k, n, block):
             got, want = sess.run(None, a)[0], want_sess.run(None, a)[0]
             assert got.shape == want.shape and got.dtype == want.dtype
             np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+
+
+@pytest.mark.parametrize("symmetric", [False, True])
+@pytest.mark.parametrize("k,n,block", [(256, 40, 32), (200, 24, 64)])
+def test_matmul_nbits_constant_weights_repacked_give_the_bits_of_weights_fed(symmetric, k, n,
+                                                                             block):
+    """Constant 4-bit weights decode from their repacked layout; fed at run time, from the
+    quantizer's: the same bits, in both modes, at the first run (Python) and after it
+    (compiled calls)."""
+    from onnx import helper
+    model = _nbits_model(k, n, 4, block, symmetric, bias=False)
+    node = model.graph.node[0]
+    weights = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    fed = copy.deepcopy(model)
+    del fed.graph.initializer[:]
+    for name in node.input[1:]:
+        fed.graph.input.append(helper.make_tensor_value_info(
+            name, helper.np_dtype_to_tensor_dtype(weights[name].dtype), weights[name].shape))
+    for mode in ("fast", "exact"):
+        opts = graphrt.SessionOptions(mode=mode)
+        const, run_time = graphrt.Session(model, opts), graphrt.Session(fed, opts)
+        for rows in (3, 17):
+            a = {"a": rand((rows, k), seed=rows)}
+            want = run_time.run(None, dict(a, **weights))[0]
+            for _ in range(3):
+                np.testing.assert_array_equal(const.run(None, a)[0], want)
 
 
 def test_matmul_nbits_bias_batch_axes_and_refusals():

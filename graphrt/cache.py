@@ -243,10 +243,42 @@ def _load_overload(self, sig, target_context):
     made ready; a compile refreshes the context itself, as always."""
     if getattr(self, "graphrt_settings", None) is None:
         return _numba_load_overload(self, sig, target_context)
-    from numba.core.runtime import rtsys
-    rtsys.initialize(target_context)
+    runtime_ready(target_context)
     with self._guard_against_spurious_io_errors():
         return self._load_overload(sig, target_context)
+
+
+_RUNTIME: list = []         # [True] once runtime_ready has made the runtime's symbols known
+
+
+def runtime_ready(target_context) -> None:
+    """Make the symbols of numba's runtime (NRT) that loaded code calls known to the JIT
+    linker. numba's own ``rtsys.initialize`` compiles the runtime's few LLVM functions
+    (reference counts, atomics) in every process, which brings up LLVM's code generator:
+    28 MiB of a warm process's memory for 7 small functions. Here their object code comes
+    from graphrt's cache (compiled once per machine, kernels/core/objcode.py) and the C
+    helpers are registered as numba registers them; a compile later initialises numba's
+    runtime in full, as always (its own copies of the functions then serve its code)."""
+    from numba.core.runtime import rtsys
+    if _RUNTIME or getattr(rtsys, "_init", False):
+        return
+    try:
+        import llvmlite.binding as ll
+        import numba
+        from numba.core.runtime import _nrt_python as nrt, nrtdynmod
+
+        from .kernels.core import objcode
+        for name, address in nrt.c_helpers.items():
+            ll.add_symbol(name if name.startswith("_") else "NRT_" + name, address)
+        module = nrtdynmod.create_nrt_module(target_context)[0]
+        names = [f.name for f in module.functions if not f.is_declaration]
+        obj = objcode.compiled_object("nrt", [numba.__version__, str(module)],
+                                      lambda: str(module), "runtime")
+        for name, address in zip(names, objcode.loaded(obj, names)):
+            ll.add_symbol(name, int(address))
+        _RUNTIME.append(True)
+    except Exception:       # (another numba's runtime): numba's own way
+        rtsys.initialize(target_context)
 
 
 _numba_load_overload = caching.Cache.load_overload

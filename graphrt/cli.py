@@ -204,9 +204,10 @@ def _emit(outputs: dict, path) -> None:
 
 
 def _info(args) -> None:
-    model, blob = read_model(args.model)
+    model, _ = read_model(args.model)
     g = model.graph
-    print(f"model: {os.path.basename(args.model)} ({len(blob) / 1024:.1f} KiB, ir {model.ir_version}"
+    print(f"model: {os.path.basename(args.model)} ({os.path.getsize(args.model) / 1024:.1f} KiB, "
+          f"ir {model.ir_version}"
           f"{', producer ' + model.producer if model.producer else ''})")
     print("opsets: " + ", ".join(f"{d or 'ai.onnx'} {v}" for d, v in sorted(model.opsets.items())))
     print("inputs:")

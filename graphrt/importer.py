@@ -24,30 +24,67 @@ UNREADABLE = "not a readable ONNX model"      # how a protobuf that fails to par
 _PACKED_BITS = {_TP.UINT4: 4, _TP.INT4: 4, _TP.FLOAT4E2M1: 4, _TP.UINT2: 2, _TP.INT2: 2}
 
 
+class ModelSource:
+    """What a session keeps of its model to be pickled: the bytes it was given (the caller's
+    own object, not a copy), or the path of the file it read, read again when pickled after
+    checking that the file is unchanged; so a session made from a file does not hold a
+    second copy of the weights it has imported."""
+
+    __slots__ = ("_data", "_path", "_stamp", "_external")
+
+    def __init__(self, data: bytes | None = None, path: str | None = None,
+                 external: bool = False):
+        self._data, self._path, self._external = data, path, external
+        self._stamp = None if path is None else _stamp(path)
+
+    def data(self) -> bytes:
+        """The model as bytes (a file's external data in line)."""
+        if self._data is not None:
+            return self._data
+        try:
+            if _stamp(self._path) != self._stamp:
+                raise OSError("changed since the session was made")
+            if self._external:
+                return onnx.load(self._path).SerializeToString()
+            with open(self._path, "rb") as f:
+                return f.read()
+        except (OSError, ValueError) as e:
+            raise SessionError(ErrorKind.INVALID_MODEL,
+                               f"the session cannot be pickled: its model file {self._path!r} "
+                               f"cannot be read again ({e})") from None
+
+
+def _stamp(path: str) -> tuple:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
+
+
 def read_model(src, cancel: CancelToken | None = None,
-               supplied: dict | None = None) -> tuple[IrModel, bytes]:
+               supplied: dict | None = None) -> tuple[IrModel, ModelSource]:
     """Load ``src`` (path, bytes, binary file object or ModelProto); returns the IR and the
-    serialized model bytes (kept for pickling). ``supplied`` (name -> array) replaces the
+    ModelSource a session keeps for pickling. ``supplied`` (name -> array) replaces the
     main graph's initializers of those names, external ones included, whose data is then
     not read; each must have the initializer's element type and dims."""
-    base_dir = None
+    base_dir = path = data = None
     try:
         if isinstance(src, onnx.ModelProto):
             proto = src
         elif isinstance(src, (bytes, bytearray, memoryview)):
-            proto = onnx.load_model_from_string(bytes(src))
+            data = bytes(src)
+            proto = onnx.load_model_from_string(data)
         elif isinstance(src, (str, os.PathLike)):
-            path = os.fspath(src)
+            path = os.path.abspath(os.fspath(src))
             if not os.path.isfile(path):
-                raise SessionError(ErrorKind.INVALID_MODEL, f"no model file at {path!r}")
-            base_dir = os.path.dirname(os.path.abspath(path))
+                raise SessionError(ErrorKind.INVALID_MODEL, f"no model file at {os.fspath(src)!r}")
+            base_dir = os.path.dirname(path)
             with open(path, "rb") as f:
                 proto = onnx.load_model_from_string(f.read())
         elif isinstance(src, io.IOBase) or hasattr(src, "read"):
             data = src.read()
             if not isinstance(data, (bytes, bytearray)):
                 raise SessionError(ErrorKind.INVALID_MODEL, "the file object must be opened in binary mode")
-            proto = onnx.load_model_from_string(bytes(data))
+            data = bytes(data)
+            proto = onnx.load_model_from_string(data)
         else:
             raise SessionError(ErrorKind.INVALID_MODEL,
                                f"cannot load a model from a {type(src).__name__}")
@@ -73,7 +110,9 @@ def read_model(src, cancel: CancelToken | None = None,
                      version, proto.graph.name, proto.graph.doc_string,
                      {p.key: p.value for p in proto.metadata_props})
     model = IrModel(graph, opsets, int(proto.ir_version), proto.producer_name, info)
-    return model, proto.SerializeToString()
+    if path is not None:
+        return model, ModelSource(path=path, external=importer.read_external)
+    return model, ModelSource(proto.SerializeToString() if data is None else data)
 
 
 def _check_text(proto: onnx.ModelProto) -> None:
@@ -123,6 +162,7 @@ class _Importer:
         self.base_dir = base_dir
         self.cancel = cancel
         self.opsets = opsets
+        self.read_external = False      # whether a tensor's data came from another file
 
     def _check_cancel(self):
         if self.cancel is not None and self.cancel.cancelled:
@@ -194,6 +234,7 @@ class _Importer:
         return dense
 
     def external(self, t: onnx.TensorProto) -> np.ndarray:
+        self.read_external = True
         info = {e.key: e.value for e in t.external_data}
         where = f"external data of tensor {t.name!r}"
         if self.base_dir is None:

@@ -37,7 +37,7 @@ class Session:
         self._feedable = frozenset(feedable)
         self._supplied = dict(initializers or {})
         threads.ensure_layer()
-        model, self._model_bytes = read_model(src, cancel, self._supplied)
+        model, self._source = read_model(src, cancel, self._supplied)
         self._graph = CompiledGraph.from_model(model, self.options, operators, cancel, Body,
                                                self._feedable)
         compile_share.prefetch_tiles([n.kernel for n in self._graph.nodes], self.options.exact)
@@ -262,7 +262,7 @@ class Session:
         self.close()
 
     def __reduce__(self):
-        return (_rebuild, (self._model_bytes, self.options,
+        return (_rebuild, (self._source.data(), self.options,
                            None if self._operators is DEFAULT else self._operators, self._feedable,
                            self._supplied))
 

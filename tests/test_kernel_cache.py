@@ -184,23 +184,26 @@ def test_warmup_fills_the_cache_a_later_process_runs_from(tmp_path):
 
 
 # Runs the model argv[1] (float32) three times and prints the object-code modules (GEMM
-# micro-kernels, trampolines) this process compiled rather than loaded.
+# micro-kernels, trampolines, numba's runtime functions) this process compiled rather than
+# loaded, and whether numba's runtime was initialised its own way (compiling its functions).
 THREE_RUNS = r"""
 import json, sys
 import numpy as np
 import graphrt
 from graphrt.kernels.core import objcode
+from numba.core.runtime import rtsys
 sess = graphrt.Session(sys.argv[1])
 x = np.linspace(-2, 2, 24, dtype=np.float32).reshape(4, 6)
 for _ in range(3):
     y = sess.run(None, {"x": x})[0]
-print(json.dumps({"built": objcode.BUILT, "y": y.tolist()}))
+print(json.dumps({"built": objcode.BUILT, "y": y.tolist(), "numba_runtime": rtsys._init}))
 """
 
 
 def test_a_later_process_loads_the_trampolines_it_needs(tmp_path):
     """The trampolines a plan's blocks call through (built at its second run) are kept in
-    the cache: a second process running the same model builds none."""
+    the cache: a second process running the same model builds none; nor does it compile
+    numba's runtime functions (cache.runtime_ready loads them)."""
     model, kernels = _models(tmp_path).replace("DT", "float32"), tmp_path / "cache"
     runs = []
     for _ in range(2):
@@ -210,6 +213,7 @@ def test_a_later_process_loads_the_trampolines_it_needs(tmp_path):
         runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
     assert any(n.startswith("graphrt_trampoline_") for n in runs[0]["built"]), runs[0]
     assert runs[1]["built"] == [] and runs[1]["y"] == runs[0]["y"] == _expected("float32")
+    assert runs[0]["numba_runtime"] and not runs[1]["numba_runtime"]
 
 
 def test_warmup_reports_a_model_it_cannot_run(tmp_path):

@@ -70,3 +70,41 @@ def test_a_custom_operator_session_pickles_with_its_table():
     x = np.ones((2, 5), np.float32)
     copy = pickle.loads(pickle.dumps(sess))
     assert np.array_equal(copy.run(None, {"x": x})[0], sess.run(None, {"x": x})[0])
+
+
+def test_a_session_keeps_no_copy_of_its_model_and_pickles_from_its_source(tmp_path):
+    """Made from bytes, a session holds the caller's object; made from a file, only its path,
+    read again when pickled (a file changed since then is refused, naming it)."""
+    data = models.mlp().SerializeToString()
+    x = x_rows()
+    by_bytes = graphrt.Session(data)
+    assert by_bytes._source.data() is data
+    path = tmp_path / "m.onnx"
+    path.write_bytes(data)
+    by_path = graphrt.Session(str(path))
+    blob = pickle.dumps(by_path)
+    assert np.array_equal(pickle.loads(blob).run(None, {"x": x})[0], by_path.run(None, {"x": x})[0])
+    path.write_bytes(data + b"\n")          # (still the same model, but not the same file)
+    with pytest.raises(graphrt.SessionError, match="m.onnx") as e:
+        pickle.dumps(by_path)
+    assert e.value.kind is graphrt.ErrorKind.INVALID_MODEL
+
+
+def test_a_session_of_a_model_with_external_data_pickles_its_weights_in_line(tmp_path):
+    from onnx import helper
+
+    from .test_errors import external_tensor
+    w = np.arange(6, dtype=np.float32).reshape(2, 3)
+    (tmp_path / "weights.bin").write_bytes(b"\0" * 8 + w.tobytes())
+    f = 1   # FLOAT
+    g = helper.make_graph([helper.make_node("Add", ["x", "w"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", f, [2, 3])],
+                          [helper.make_tensor_value_info("y", f, [2, 3])],
+                          [external_tensor("w", [2, 3], "weights.bin", 8)])
+    path = tmp_path / "m.onnx"
+    path.write_bytes(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+                     .SerializeToString())
+    blob = pickle.dumps(graphrt.Session(str(path)))
+    (tmp_path / "weights.bin").unlink()
+    got = pickle.loads(blob).run(None, {"x": np.ones((2, 3), np.float32)})[0]
+    assert np.array_equal(got, w + 1)

@@ -94,3 +94,23 @@ def test_bfloat16_retyped(stem):
     assert any(t.data_type == TensorProto.BFLOAT16 for t in b16.graph.initializer)
     got = graphrt.Session(b16).run(None, feeds)
     assert_within(got, onnxruntime_run(model, feeds), BF16_TOL)
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_bfloat16_steps_run_as_compiled_calls_with_the_first_runs_bits(mode):
+    """bfloat16 operands are widened and results rounded by compiled conversions, so the
+    products and softmaxes of a bfloat16 transformer run inside blocks, with the bits of its
+    first (step-by-step) run."""
+    from graphrt.plan import program
+
+    from .test_blocks import plain_program
+    model, feeds = fixture("paddle_transformer")
+    b16 = as_bfloat16(float16.convert_float_to_float16(model, keep_io_types=True))
+    sess = graphrt.Session(b16, graphrt.SessionOptions(mode=mode, intra_op_threads=1))
+    want = sess.run(None, feeds)
+    for _ in range(3):
+        assert [g.tobytes() for g in sess.run(None, feeds)] == [w.tobytes() for w in want]
+    plan, prog = plain_program(sess)
+    blocked = {plan.steps[i].node.info.op_type for fn, _a, _i in prog
+               if isinstance(fn, program.Block) for i in fn.steps}
+    assert {"MatMul", "Softmax", "Erf"} <= blocked, blocked

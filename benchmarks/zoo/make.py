@@ -75,15 +75,25 @@ class _HiddenState:
         return Wrapped()
 
 
-def bert(path, dynamo=False, attention=None):
+def bert(path, dynamo=False, attention=None, dtype=None):
     import transformers as T
     cfg = T.BertConfig(vocab_size=1000, hidden_size=256, num_hidden_layers=4,
                        num_attention_heads=4, intermediate_size=1024, max_position_embeddings=256)
     if attention:
         cfg._attn_implementation = attention
     m = _HiddenState(T.BertModel(cfg, add_pooling_layer=False))
+    if dtype is not None:
+        m = m.to(dtype)
     ids, mask = _ids(1, 64), _ids(1, 64, vocab=1) + 1
     return _export(m, (ids, mask), ["input_ids", "attention_mask"], path, dynamo=dynamo)
+
+
+def bert_bf16(path):
+    """bert with its weights and compute in bfloat16 (torch's module.to(torch.bfloat16),
+    the dynamo exporter: the TorchScript one refuses bfloat16), output bfloat16.
+    onnxruntime's CPU provider has no bfloat16 Add: graphrt alone runs it."""
+    import torch
+    return bert(path, dynamo=True, dtype=torch.bfloat16)
 
 
 def distilbert(path):
@@ -590,13 +600,15 @@ MODELS = {f.__name__: f for f in (
     bert, bert_dynamo, distilbert, gpt2, vit, whisper_encoder, t5_encoder, resnet18,
     mobilenet_v3, yolo, bilstm_tagger, gru_classifier, streaming_vad, crnn, torch_cond,
     torch_while, scripted_loop, mlp_dynamo, bert_int8_dynamic, crnn_int8_dynamic, bert_int4,
-    resnet18_int8_qdq, resnet18_int8_qop, mobilenet_fp16, bert_fp16, vit_fp16, bert_optimized, bert_eager, bert_eager_optimized,
-    vit_optimized, skl_logistic, skl_mlp, skl_forest)}
+    resnet18_int8_qdq, resnet18_int8_qop, mobilenet_fp16, bert_fp16, vit_fp16, bert_bf16,
+    bert_optimized, bert_eager, bert_eager_optimized, vit_optimized, skl_logistic, skl_mlp,
+    skl_forest)}
 
 # the quantized and float16 models measure issue #17's work; the ai.onnx.ml ones (a linear
 # classifier, a tree ensemble) #16's
 OTHER_ISSUES = {"bert_int8_dynamic", "crnn_int8_dynamic", "bert_int4", "resnet18_int8_qdq",
-                "resnet18_int8_qop", "mobilenet_fp16", "bert_fp16", "vit_fp16", "bert_optimized",
+                "resnet18_int8_qop", "mobilenet_fp16", "bert_fp16", "vit_fp16", "bert_bf16",
+                "bert_optimized",
                 "bert_eager_optimized", "vit_optimized", "skl_logistic", "skl_forest"}
 
 

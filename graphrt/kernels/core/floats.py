@@ -99,23 +99,47 @@ def _narrow_half(src, dst):
             if nan else _float_bits_to_half(u)
 
 
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+def _widen_bfloat16(src, dst):
+    """dst = float32 bits of the bfloat16 bits src: the same 16 bits, then 16 zeros (exact;
+    a NaN keeps its payload, as ml_dtypes converts)."""
+    for i in range(src.size):
+        dst[i] = np.uint32(src[i]) << 16
+
+
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+def _narrow_bfloat16(src, dst):
+    """dst = bfloat16 bits of the float32 bits src rounded to nearest even (the top 16 bits
+    after adding 0x7FFF and the lowest kept bit), ml_dtypes' conversion bit for bit: a NaN
+    becomes the quiet NaN of its sign (0x7FC0, 0xFFC0)."""
+    for i in range(src.size):
+        u = np.uint32(src[i])
+        dst[i] = np.uint16(((u >> 16) & 0x8000) | 0x7FC0) if (u & 0x7FFFFFFF) > 0x7F800000 \
+            else np.uint16((u + np.uint32(0x7FFF) + ((u >> 16) & np.uint32(1))) >> 16)
+
+
 def convert_call(dst: np.ndarray, src: np.ndarray):
-    """The compiled call (kernel, args) that converts float16 <-> float32 arrays of one
-    contiguous shape with numpy's bits, or None where there is none (no F16C, other types
-    or layouts)."""
+    """The compiled call (kernel, args) that converts float16 or bfloat16 <-> float32 arrays
+    of one contiguous shape with numpy's (ml_dtypes') bits, or None where there is none
+    (float16 without F16C, other types or layouts)."""
     pair = (src.dtype, dst.dtype)
-    if not (F16C and pair in ((F16, F32), (F32, F16)) and src.flags.c_contiguous and
-            dst.flags.c_contiguous and src.shape == dst.shape):
+    if not (src.flags.c_contiguous and dst.flags.c_contiguous and src.shape == dst.shape):
         return None
     s, d = src.reshape(-1), dst.reshape(-1)
-    if pair[0] == F16:
+    if F16C and pair == (F16, F32):
         return _widen_half, (s.view(np.uint16), d.view(np.uint32))
-    return _narrow_half, (s.view(np.uint32), d.view(np.uint16))
+    if F16C and pair == (F32, F16):
+        return _narrow_half, (s.view(np.uint32), d.view(np.uint16))
+    if BF16 is not None and pair == (BF16, F32):
+        return _widen_bfloat16, (s.view(np.uint16), d.view(np.uint32))
+    if BF16 is not None and pair == (F32, BF16):
+        return _narrow_bfloat16, (s.view(np.uint32), d.view(np.uint16))
+    return None
 
 
 def convert(dst: np.ndarray, src: np.ndarray) -> None:
-    """np.copyto(dst, src, casting="unsafe"), compiled for float16 <-> float32 arrays of
-    one contiguous shape (same bits as numpy)."""
+    """np.copyto(dst, src, casting="unsafe"), compiled for float16 or bfloat16 <-> float32
+    arrays of one contiguous shape (same bits as numpy and ml_dtypes)."""
     call = convert_call(dst, src)
     if call is None:
         np.copyto(dst, src, casting="unsafe")
@@ -182,7 +206,7 @@ def wide_calls(ctx: RunContext, calls_of, wide: dict | None = None, unused=()):
     calls after (numpy's bits, as ``widen`` and ``narrow``); inputs in ``wide``
     (wide_constants) are their per-plan copies, inputs in ``unused`` are passed as they are.
     None where calls_of gives None or an operand is narrow without a compiled conversion
-    (bfloat16, the float8 types, a CPU without F16C)."""
+    (the float8 types, float16 on a CPU without F16C)."""
     wide = wide or {}
     before, after = [], []
     ins = _held_copies(ctx, [wide.get(i, a) for i, a in enumerate(ctx.flat_in)], "in",

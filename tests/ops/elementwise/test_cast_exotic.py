@@ -376,3 +376,28 @@ def test_compiled_half_conversion_is_numpy_bit_for_bit():
     convert(got, f)
     with np.errstate(all="ignore"):
         np.testing.assert_array_equal(got.view(np.uint16), f.astype(np.float16).view(np.uint16))
+
+
+def test_compiled_bfloat16_conversion_is_ml_dtypes_bit_for_bit():
+    """floats.convert for bfloat16 (every bfloat16 kernel's widening and rounding, compiled
+    calls): all 65536 bfloat16 patterns to float32, and float32 patterns (NaNs of both
+    signs, subnormals, overflow to infinity, ties) back, with ml_dtypes' bits."""
+    from graphrt.kernels.core.floats import BF16, convert, convert_call
+    if BF16 is None:
+        pytest.skip("ml_dtypes is not installed")
+    halves = np.arange(1 << 16, dtype=np.uint16).view(BF16)
+    wide = np.empty(halves.shape, np.float32)
+    assert convert_call(wide, halves) is not None
+    convert(wide, halves)
+    np.testing.assert_array_equal(wide.view(np.uint32), halves.astype(np.float32).view(np.uint32))
+    rng = np.random.default_rng(1)
+    bits = rng.integers(0, 1 << 32, 200_000, dtype=np.uint64).astype(np.uint32)
+    ties = (np.arange(1 << 14, dtype=np.uint32) << 16) | 0x8000          # halfway cases
+    edges = np.array([0x7F7FFFFF, 0xFF7FFFFF, 0x7F7F8000, 0x00008000, 0x80018000, 0x7F800001,
+                      0xFFC00001, 0x7FFFFFFF], np.uint32)
+    f = np.concatenate([bits, ties, edges, wide.view(np.uint32)]).view(np.float32)
+    got = np.empty(f.shape, BF16)
+    assert convert_call(got, f) is not None
+    convert(got, f)
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(got.view(np.uint16), f.astype(BF16).view(np.uint16))

@@ -3,7 +3,7 @@ gives the unoptimised graph's results (bits for bit-preserving passes)."""
 import numpy as np
 import onnx
 import pytest
-from onnx import helper
+from onnx import helper, numpy_helper
 
 import graphrt
 from graphrt.passes.table import ALL as PASSES
@@ -189,6 +189,37 @@ def test_gelu_spelled_by_the_dynamo_exporter():
     assert sess.pass_counts.get("recognize_gelu") == 1, sess.pass_counts
     np.testing.assert_allclose(got, base, rtol=1e-5, atol=1e-5)
     assert run(gelu(0.25), "all", feeds)[0].pass_counts.get("recognize_gelu", 0) == 0
+
+
+@pytest.mark.parametrize("type_name", ["float16", "bfloat16"])
+def test_gelu_of_a_16_bit_graph_is_recognised_by_its_rounded_sqrt_2(type_name):
+    """A converter narrows the exporter's sqrt 2 to 1.4140625: still GELU (fast mode), within
+    the 16-bit type's rounding of the spelled-out form; 1.4150390625 (the next float16
+    above) is not."""
+    from graphrt.kernels.core.floats import BF16
+    dt = np.dtype(np.float16) if type_name == "float16" else BF16
+    if dt is None:
+        pytest.skip("ml_dtypes is not installed")
+    code = helper.np_dtype_to_tensor_dtype(dt)
+    x, y = tensor("x", code, [4, 64]), tensor("y", code, None)
+    feeds = {"x": (4 * r(4, 64)).astype(dt)}
+
+    def gelu(root):
+        consts = [numpy_helper.from_array(np.array(v, np.float32).astype(dt), name)
+                  for name, v in (("s2", root), ("one", 1.0), ("half", 0.5))]
+        return make([n("Div", ["x", "s2"], ["d"]), n("Erf", ["d"], ["e"]),
+                     n("Add", ["e", "one"], ["a"]), n("Mul", ["x", "a"], ["m"]),
+                     n("Mul", ["m", "half"], ["y"])], [x], [y], consts)
+    _, base = run(gelu(np.sqrt(2)), "none", feeds)
+    sess, got = run(gelu(np.sqrt(2)), "all", feeds)
+    assert sess.pass_counts.get("recognize_gelu") == 1, sess.pass_counts
+    step = 2.0 ** (-10 if type_name == "float16" else -7)     # one unit in the last place at 1
+    np.testing.assert_allclose(got.astype(np.float32), base.astype(np.float32),
+                               rtol=2 * step, atol=2 * step)
+    exact, _ = run(gelu(np.sqrt(2)), "all", feeds, mode="exact")
+    assert exact.pass_counts.get("recognize_gelu", 0) == 0
+    if type_name == "float16":
+        assert run(gelu(1.4150390625), "all", feeds)[0].pass_counts.get("recognize_gelu", 0) == 0
 
 
 def test_levels_and_exact_mode_skip_what_they_must():

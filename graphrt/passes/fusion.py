@@ -107,13 +107,25 @@ def _other(node: CompiledNode, vid: int) -> int:
     return node.inputs[1] if node.inputs[0] == vid else node.inputs[0]
 
 
+def _is_sqrt2(pg: PassGraph, vid: int) -> bool:
+    """Whether the constant ``vid`` is one value: sqrt 2, or sqrt 2 rounded to its own type
+    (a float16 or bfloat16 graph's, as a converter narrowed the exporter's constant)."""
+    v = pg.constant(vid)
+    if v is None or v.size != 1:
+        return False
+    c = v.reshape(-1)[0]
+    return bool(np.isclose(float(c), np.sqrt(2)) or c == np.asarray(np.sqrt(2)).astype(v.dtype))
+
+
 def recognize_gelu(pg: PassGraph) -> int:
     """x * 0.5 * (1 + erf(x / sqrt 2)) spelled Div, Erf, Add, Mul, Mul -> Gelu(x): the last
-    two multiply by x then 0.5, or by 0.5 then x (torch.onnx's dynamo exporter)."""
+    two multiply by x then 0.5, or by 0.5 then x (torch.onnx's dynamo exporter). In a
+    16-bit float graph the divisor is sqrt 2 in that type; Gelu computes in float32 with
+    sqrt 2 and rounds once (docs/fp16.md)."""
     done = 0
     consumers = pg.consumers()
     for div in pg.live():
-        if not isinstance(div.kernel, Div) or not np.isclose(_scalar(pg, div.inputs[1]) or 0, np.sqrt(2)):
+        if not isinstance(div.kernel, Div) or not _is_sqrt2(pg, div.inputs[1]):
             continue
         x = div.inputs[0]
         erf = pg.only_reader(div.outputs[0], consumers)

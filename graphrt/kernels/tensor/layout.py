@@ -15,7 +15,7 @@ from numba import prange
 from ..core.base import InferContext, OpKernel, RunContext, folding, make_calls
 from ..core.broadcast import BLOCK, PARALLEL_MIN, Walk
 from ..core.jit import Variants
-from ..core.words import numeric_word
+from ..core.words import word_of
 
 EXACT = False
 
@@ -82,7 +82,7 @@ class Transpose(OpKernel):
             ctx.fail(f"perm {perm} is not a permutation of the {r} axes of {list(shape)}")
         out_shape = [shape[p] for p in perm]
         ctx.set_output(0, dt, out_shape)
-        word = numeric_word(dt)
+        word = word_of(dt)
         if word is None:
             ctx.prepared = (None, perm, None)
             return
@@ -146,7 +146,7 @@ class Concat(OpKernel):
         ctx.set_output(0, dt, out_shape)
         outer = math.prod(out_shape[:axis])
         row = math.prod(out_shape[axis:])
-        word = numeric_word(dt)
+        word = word_of(dt)
         parallel = outer * row >= PARALLEL_MIN
         parts = []
         offset = 0

@@ -13,21 +13,22 @@ class Model:
 
     def __init__(self, session: Session):
         self.session = session
+        self._inputs = tuple((i.name, i.dtype) for i in session.inputs)
 
     def __call__(self, *arrays):
-        infos = self.session.inputs
-        if len(arrays) != len(infos):
+        inputs = self._inputs
+        if len(arrays) != len(inputs):
             raise SessionError(ErrorKind.INVALID_INPUT,
-                               f"the model takes {len(infos)} input(s), got {len(arrays)}")
-        feeds = {info.name: a if isinstance(a, np.ndarray) else np.asarray(a, dtype=info.dtype)
-                 for info, a in zip(infos, arrays)}
+                               f"the model takes {len(inputs)} input(s), got {len(arrays)}")
+        feeds = {name: a if isinstance(a, np.ndarray) else np.asarray(a, dtype=dtype)
+                 for (name, dtype), a in zip(inputs, arrays)}
         outs = self.session.run(None, feeds)
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def run_into(self, x, out: np.ndarray) -> tuple:
         """Write the output into ``out`` (enough elements, any shape); returns its shape."""
-        if not isinstance(x, np.ndarray):
-            x = np.asarray(x, dtype=self.session.inputs[0].dtype)
+        if not isinstance(x, np.ndarray) and self._inputs:
+            x = np.asarray(x, dtype=self._inputs[0][1])
         return self.session.run_into(x, out)
 
     @property

@@ -318,6 +318,17 @@ def check_tuples(node, idx: np.ndarray, lim: np.ndarray) -> None:
         check_range(node, cols[:, m], int(lim[m]), where=f" (position {m} of an index tuple)")
 
 
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+def _check_tuples(idx, lim):
+    """Raise unless column m of the (…, k) index array lies in [-lim[m], lim[m])
+    (check_tuples, compiled)."""
+    k = lim.size
+    for i in range(idx.size):
+        m = i % k
+        if idx[i] < -lim[m] or idx[i] >= lim[m]:
+            raise IndexError("an index tuple is out of range")
+
+
 def _gather_nd(x, idx, out, lim, xs, k, per_batch, batch_stride, inner, tasks):
     for t in prange(tasks):
         off = (t // per_batch) * batch_stride + nd_offset(idx, t, k, lim, xs)
@@ -348,6 +359,22 @@ class GatherND(OpKernel):
         tasks = batch * per_batch if inner else 0
         fn = STRIDED_GATHER_ND.get(False, tasks * inner >= PARALLEL_MIN and tasks > 1)
         ctx.prepared = (word_of(dt), k, lim, xs, per_batch, bstride, inner, tasks, fn)
+
+    # a compiled check raises for a tuple out of range, and the step's run, made in its
+    # place (a trap), raises the SessionError saying which
+    traps = True
+
+    def jit_calls(self, ctx: RunContext):
+        """The tuples' check, then the gather (None for a type numpy moves)."""
+        word, k, lim, xs, per_batch, bstride, inner, tasks, fn = ctx.prepared
+        if word is None:
+            return None
+        idx = ctx.flat_in[1]
+        checks = [(_check_tuples, (idx, lim))] if idx.size else []
+        if not tasks:
+            return checks
+        return checks + [(fn, (ctx.flat_in[0].view(word), idx, ctx.flat_out[0].view(word), lim,
+                               xs, k, per_batch, bstride, inner, tasks))]
 
     def run(self, ctx: RunContext) -> None:
         word, k, lim, xs, per_batch, bstride, inner, tasks, fn = ctx.prepared

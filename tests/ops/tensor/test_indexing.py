@@ -89,6 +89,36 @@ def test_gather_nd(batch_dims, idx):
     check("GatherND", [X234, idx], {"batch_dims": batch_dims}, opset=13)
 
 
+@pytest.mark.parametrize("batch_dims", [0, 1])
+def test_gather_nd_compiled_runs_check_their_tuples(batch_dims):
+    """From the plan's second run GatherND is compiled calls (the tuples' check, then the
+    gather) inside a block: its first run's values, and a tuple out of range at a later run
+    still raises the SessionError naming the node (the check traps to the step's run)."""
+    from graphrt.plan import program
+
+    from ...test_blocks import plain_program
+    m = make([helper.make_node("GatherND", ["x", "i"], ["g"], name="gnd",
+                               batch_dims=batch_dims), helper.make_node("Neg", ["g"], ["y"])],
+             [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 4]),
+              helper.make_tensor_value_info("i", TensorProto.INT64, [2, 2])],
+             [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], opset=13)
+    sess = graphrt.Session(m)
+    ok = np.array([[1, -1], [0, 2]], np.int64)
+    from onnx.reference import ReferenceEvaluator
+    want = ReferenceEvaluator(m).run(None, {"x": X234, "i": ok})[0]
+    for _ in range(4):
+        np.testing.assert_array_equal(sess.run(None, {"x": X234, "i": ok})[0], want)
+    plan, prog = plain_program(sess)
+    assert any(isinstance(fn, program.Block) and
+               any(plan.steps[i].node.info.op_type == "GatherND" for i in fn.steps)
+               for fn, _a, _i in prog)
+    bad = np.array([[1, 0], [0, 3 + batch_dims]], np.int64)
+    with pytest.raises(graphrt.SessionError) as e:
+        sess.run(None, {"x": X234, "i": bad})
+    assert e.value.kind is ErrorKind.INVALID_INPUT and e.value.node == "gnd"
+    np.testing.assert_array_equal(sess.run(None, {"x": X234, "i": ok})[0], want)
+
+
 def test_gather_nd_strings_and_errors():
     check("GatherND", [WORDS, np.array([[1, 2], [0, 0]], np.int64)], opset=13)
     fails(ErrorKind.INVALID_INPUT, "GatherND", [X234, np.array([[0, 3]], np.int64)], opset=13,

@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit, prange
 
 from ..core.base import InferContext, OpKernel, RunContext, scratch
-from ..core.broadcast import PARALLEL_MIN
+from ..core.broadcast import PARALLEL_MIN, canonical_nans
 from ..core.jit import Variants
 from ..core.pointwise import Unary, scalar_op, unary_param_variants
 from ..tensor.gather import Gather, Take, check_range
@@ -71,6 +71,16 @@ class Scaler(OpKernel):
             params.append(np.broadcast_to(v, (c,)).astype(cdt))
         ctx.set_output(0, _F32, shape)
         ctx.prepared = (cdt, c, *params)
+
+    def jit_calls(self, ctx: RunContext):
+        """The scaling of a float32 input (and exact mode's canonical NaNs)."""
+        cdt, c, offset, scale = ctx.prepared
+        if cdt != _F32 or not c:
+            return None
+        x = ctx.flat_in[0].reshape(-1, c)
+        calls = [(_SCALE.get(ctx.exact, x.size >= PARALLEL_MIN),
+                  (x, offset, scale, ctx.flat_out[0].reshape(-1, c), x.shape[0]))]
+        return calls + ([(canonical_nans, (ctx.flat_out[0],))] if ctx.exact else [])
 
     def run(self, ctx: RunContext) -> None:
         cdt, c, offset, scale = ctx.prepared

@@ -166,18 +166,31 @@ def take_labels(ctx: RunContext, classes: ClassLabels, best: np.ndarray,
         np.take(classes.values, best, out=labels_out.reshape(-1), mode="clip")
 
 
-def finish(ctx: RunContext, classes: ClassLabels, scores: np.ndarray, post_kind: int,
-           one_column=None) -> None:
-    """Labels and scores from raw ``scores`` [N, C] (C-contiguous, overwritten): argmax and
+def finish_call(ctx: RunContext, classes: ClassLabels, scores: np.ndarray, post_kind: int,
+                one_column, buffer) -> tuple:
+    """final_call for raw ``scores`` [N, C] (C-contiguous, overwritten): argmax and
     post_transform; or, with ``one_column`` = (threshold, probability), the two-column form
-    of column 0."""
+    of column 0. ``buffer(dtype, shape, use)`` gives scratch: the best positions' is
+    ``buffer(np.int64, (N,), "best")``."""
     rows = scores.shape[0]
     threshold, probability = one_column if one_column is not None else (0.0, False)
-    best = scratch(ctx, np.int64, (rows,))
-    out = ctx.outputs[1] if ctx.outputs[1] is not None else \
-        scratch(ctx, np.float32, (rows, 2 if one_column is not None else scores.shape[1]))
-    make_calls([final_call(ctx.exact, scores.reshape(-1), out,
-                           ARGMAX if one_column is None else ONE_COLUMN, post_kind, rows,
-                           threshold=threshold, probability=probability, classes=classes,
-                           best=best, labels_out=ctx.outputs[0])])
-    take_labels(ctx, classes, best)
+    best = buffer(np.int64, (rows,), "best")
+    out = ctx.flat_out[1] if ctx.flat_out[1] is not None else \
+        buffer(np.float32, (rows * (2 if one_column is not None else scores.shape[1]),), "scores")
+    return final_call(ctx.exact, scores.reshape(-1), out,
+                      ARGMAX if one_column is None else ONE_COLUMN, post_kind, rows,
+                      threshold=threshold, probability=probability, classes=classes,
+                      best=best, labels_out=ctx.flat_out[0])
+
+
+def finish(ctx: RunContext, classes: ClassLabels, scores: np.ndarray, post_kind: int,
+           one_column=None) -> None:
+    """finish_call made now, then string labels."""
+    taken = {}
+
+    def buffer(dtype, shape, use):
+        taken[use] = scratch(ctx, dtype, shape)
+        return taken[use]
+
+    make_calls([finish_call(ctx, classes, scores, post_kind, one_column, buffer)])
+    take_labels(ctx, classes, taken["best"])

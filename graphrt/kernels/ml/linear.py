@@ -14,6 +14,7 @@ import numpy as np
 from numba import prange
 
 from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.held import held_buffer
 from ..core.jit import Variants
 from . import labels, post
 
@@ -41,8 +42,13 @@ def affine(ctx: RunContext, x: np.ndarray, w: np.ndarray, b: np.ndarray,
     """x [N, F] @ w [E, F]^T + b into ``out`` (float64 [N, E]; scratch when None)."""
     if out is None:
         out = scratch(ctx, _F64, (x.shape[0], w.shape[0]))
-    AFFINE.get(ctx.exact, x.shape[0] * w.size >= 1 << 16)(x, w, b, out, x.shape[0])
+    affine_fn(ctx.exact, x.shape[0], w)(x, w, b, out, x.shape[0])
     return out
+
+
+def affine_fn(exact: bool, rows: int, w: np.ndarray):
+    """The form of _affine for ``rows`` rows and weights ``w``."""
+    return AFFINE.get(exact, rows * w.size >= 1 << 16)
 
 
 def rows_of(ctx: InferContext, allowed=INPUTS) -> tuple[int, int]:
@@ -126,7 +132,21 @@ class LinearClassifier(_Linear):
         ctx.set_output(1, _F32, (rows, max(self.w.shape[0], 2)))
         ctx.prepared = (rows, f)
 
+    def jit_calls(self, ctx: RunContext):
+        """The scores' product, then labels.finish_call (integer labels only)."""
+        if self.classes.dtype == np.dtype(object):
+            return None
+        rows, f = ctx.prepared
+        s = held_buffer(_F64, (rows, self.w.shape[0]), ctx.held, "linear scores")
+        return [(affine_fn(ctx.exact, rows, self.w),
+                 (ctx.flat_in[0].reshape(rows, f), self.w, self.b, s, rows)),
+                labels.finish_call(ctx, self.classes, s, self.post, self._one_column(),
+                                   lambda dt, shape, use: held_buffer(dt, shape, ctx.held,
+                                                                      "linear " + use))]
+
+    def _one_column(self):
+        return (0.0, True) if self.w.shape[0] == 1 else None
+
     def run(self, ctx: RunContext) -> None:
         s = affine(ctx, as_rows(ctx), self.w, self.b)
-        labels.finish(ctx, self.classes, s, self.post,
-                      (0.0, True) if self.w.shape[0] == 1 else None)
+        labels.finish(ctx, self.classes, s, self.post, self._one_column())

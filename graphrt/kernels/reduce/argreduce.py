@@ -14,9 +14,10 @@ import numpy as np
 from numba import njit, prange
 
 from ... import dtypes as _dt
-from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.broadcast import BLOCK, PARALLEL_MIN, task_span
-from ..core.floats import compute_dtype, run_wide
+from ..core.floats import compute_dtype, run_wide, wide_calls
+from ..core.held import held_buffer
 from ..core.jit import Variants
 from ..tensor.gather import normalize_axis
 from .reduce import COLUMN_BLOCK
@@ -130,12 +131,19 @@ class _ArgReduce(OpKernel):
         ctx.prepared = (n, inner, block, tasks, compute_dtype(dt),
                         self.VARIANTS[inner == 1].get(ctx.exact, parallel))
 
-    def run(self, ctx: RunContext) -> None:
+    def _calls(self, ctx: RunContext, ins, outs, buffer) -> list:
         n, inner, block, tasks, cdt, fn = ctx.prepared
+        best = outs[0] if inner == 1 else buffer(cdt, outs[0].shape)
+        return [(fn, (ins[0], outs[0], best, n, inner, self.last, block, tasks))]
 
+    def jit_calls(self, ctx: RunContext):
+        return wide_calls(ctx, lambda ins, outs: self._calls(
+            ctx, ins, outs, lambda dt, shape: held_buffer(dt, shape, ctx.held, "arg best")))
+
+    def run(self, ctx: RunContext) -> None:
         def body(ins, outs):
-            best = outs[0] if inner == 1 else scratch(ctx, cdt, outs[0].shape)
-            fn(ins[0], outs[0], best, n, inner, self.last, block, tasks)
+            make_calls(self._calls(ctx, ins, outs,
+                                   lambda dt, shape: scratch(ctx, dt, shape)))
 
         run_wide(ctx, body)
 

@@ -175,6 +175,41 @@ def test_linear_classifier_vs_onnxruntime(post, rows):
     np.testing.assert_allclose(scores, want_scores, rtol=tol, atol=tol / 10)
 
 
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("rows", [1, 3])
+def test_scaler_and_linear_classifier_compiled_runs_give_the_first_runs_bits(mode, rows):
+    """A scaler + logistic regression pipeline (skl2onnx's form) runs as one block from the
+    plan's second run: labels, and scores with a NaN row, bit for bit those of its first
+    (Python) run."""
+    from graphrt.plan import program
+
+    from ...models import make
+    from ...test_blocks import plain_program
+    rng = np.random.default_rng(rows)
+    f = 5
+    nodes = [helper.make_node("Scaler", ["x"], ["z"], domain=ML,
+                              offset=rng.normal(size=f).tolist(),
+                              scale=(1 + rng.random(f)).tolist()),
+             helper.make_node("LinearClassifier", ["z"], ["label", "p"], domain=ML,
+                              coefficients=rng.normal(size=rows * f).tolist(),
+                              intercepts=rng.normal(size=rows).tolist(),
+                              classlabels_ints=[0, 1] if rows == 1 else [10, 20, 30],
+                              post_transform="LOGISTIC")]
+    m = make(nodes, [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", f])],
+             [helper.make_tensor_value_info("label", TensorProto.INT64, None),
+              helper.make_tensor_value_info("p", TensorProto.FLOAT, None)], opset=17)
+    m.opset_import.append(helper.make_opsetid(ML, 1))
+    sess = graphrt.Session(m, graphrt.SessionOptions(mode=mode))
+    x = rng.normal(size=(33, f)).astype(np.float32)
+    x[4, 2] = np.nan
+    want = sess.run(None, {"x": x})
+    for _ in range(3):
+        got = sess.run(None, {"x": x})
+        assert [g.tobytes() for g in got] == [w.tobytes() for w in want]
+    _plan, prog = plain_program(sess)
+    assert len(prog) == 1 and isinstance(prog[0][0], program.Block)
+
+
 @pytest.mark.parametrize("kernel, params", [("LINEAR", [0.0, 0.0, 0.0]), ("POLY", [0.5, 1.0, 3.0]),
                                             ("RBF", [0.3, 0.0, 0.0]), ("SIGMOID", [0.2, 0.1, 0.0])])
 @pytest.mark.parametrize("probability", [False, True])

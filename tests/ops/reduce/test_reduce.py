@@ -174,6 +174,29 @@ def test_arg_reduce(op, attrs):
     np.testing.assert_array_equal(got, reference(op, [x], attrs, 13, outs=[np.int64]))
 
 
+@pytest.mark.parametrize("op", ["ArgMax", "ArgMin"])
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.int64])
+def test_arg_reduce_compiled_runs_give_the_first_runs_values(op, dt):
+    """From the plan's second run the step is compiled calls (float16 widened by a call,
+    the column form's running extremes in held scratch): along the last axis and along a
+    middle one, with ties and NaNs, the reference's indices at every run."""
+    import graphrt
+
+    from ...helpers import feeds, one_node
+    from ...test_blocks import plain_program
+    x = np.random.default_rng(3).integers(0, 4, (6, 7, 9)).astype(dt)
+    if dt != np.int64:
+        x[1, 2, 3] = x[4, 0, 5] = np.nan
+    for attrs in ({"axis": 2}, {"axis": 1, "select_last_index": 1, "keepdims": 0}):
+        model = one_node(op, [x], attrs, 13, outs=[np.int64])
+        sess = graphrt.Session(model)
+        want = reference(op, [x], attrs, 13, outs=[np.int64])
+        for _ in range(4):
+            np.testing.assert_array_equal(sess.run(None, feeds([x]))[0], want)
+        plan, prog = plain_program(sess)
+        assert all(fn is not None for fn, _a, _i in prog), prog
+
+
 def test_arg_reduce_nan_dtypes_and_errors():
     x = np.array([[1, np.nan, 5, np.nan], [2, 2, 1, 1]], np.float32)
     am = lambda x, **a: ours("ArgMax", [x], {"axis": 1, "keepdims": 0, **a},  # noqa: E731

@@ -18,9 +18,9 @@ matrix product Y = A @ W^T over them. Constant 4-bit weights are first laid out 
 kernel, while its inputs are the same arrays) as ``Repacked``: byte u of every column side by
 side (k-major: bytes [K / 2, N]), scales and zero points [blocks, N], so that a panel's rows
 decode from contiguous bytes, a vector of columns at a time (bert_int4's 256 x 1024 layer
-108 -> 10 µs); the same values, so the same bits. The one-pass dot product sends value k to partial sum k % 8 and
-adds the eight as ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7)): a fixed order, so the
-bits depend on the inputs only, in both modes. Refused: float zero points and g_idx
+99-140 -> 21 µs); the same values, so the same bits. The one-pass dot product sends value k
+to partial sum k % 8 and adds the eight as ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 +
+s7)): a fixed order, so the bits depend on the inputs only, in both modes. Refused: float zero points and g_idx
 (act-order). onnxruntime's accuracy_level 4 quantizes A to int8 blocks (a further error of
 up to about 1 %, see docs/contrib-ops.md); graphrt computes in float32 at every level.
 """

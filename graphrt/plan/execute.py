@@ -35,9 +35,8 @@ def execute_staged(plan: ExecutionPlan, state: RunState, cancel, poison: bool,
     run. A ``cancel`` token belongs to the state for the whole run."""
     state.arena.reset()
     program = state.program
-    if cancel is None and timings is None and not poison and program is not None and \
-            plan.runs >= 1:        # (the common case, _run_program's plain loop)
-        _run(plan, state, program.scheduled(plan, state), None)
+    if cancel is None and program is not None:      # (the common case)
+        _run_program(plan, state, program, None, poison, timings, None)
         return
     sharing = None
     if program is None:

@@ -22,8 +22,8 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from ..core.base import InferContext, OpKernel, RunContext, scratch
-from ..core.broadcast import PARALLEL_MIN, canonical_nans
+from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
+from ..core.broadcast import PARALLEL_MIN
 from ..core.jit import Variants
 from ..core.pointwise import Unary, scalar_op, unary_param_variants
 from ..tensor.gather import Gather, Take, check_range
@@ -78,18 +78,21 @@ class Scaler(OpKernel):
         if cdt != _F32 or not c:
             return None
         x = ctx.flat_in[0].reshape(-1, c)
-        calls = [(_SCALE.get(ctx.exact, x.size >= PARALLEL_MIN),
-                  (x, offset, scale, ctx.flat_out[0].reshape(-1, c), x.shape[0]))]
-        return calls + ([(canonical_nans, (ctx.flat_out[0],))] if ctx.exact else [])
+        return [(_SCALE.get(ctx.exact, x.size >= PARALLEL_MIN),
+                 (x, offset, scale, ctx.flat_out[0].reshape(-1, c), x.shape[0]))] + \
+            post.canonical_calls(ctx, ctx.flat_out[0])
 
     def run(self, ctx: RunContext) -> None:
-        cdt, c, offset, scale = ctx.prepared
+        calls = self.jit_calls(ctx)
+        if calls is not None:
+            make_calls(calls)
+            return
+        cdt, c, offset, scale = ctx.prepared     # (float64 first, then rounded to float32)
         x = ctx.flat_in[0].reshape(-1, c)
         out = ctx.flat_out[0].reshape(-1, c)
-        wide = out if cdt == _F32 else scratch(ctx, _F64, x.shape)
+        wide = scratch(ctx, _F64, x.shape)
         _SCALE.get(ctx.exact, x.size >= PARALLEL_MIN)(x, offset, scale, wide, x.shape[0])
-        if wide is not out:
-            np.copyto(out, wide, casting="unsafe")
+        np.copyto(out, wide, casting="unsafe")
         post.canonical(ctx, out)
 
 

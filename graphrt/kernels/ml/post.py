@@ -101,11 +101,18 @@ def _transform(y, post, rows):
 TRANSFORM = Variants(_transform, "ml_post", parallel=True)
 
 
-def canonical(ctx, out) -> None:
-    """In exact mode, the NaNs of the float output ``out`` made the canonical quiet NaN (a
-    NaN from an input keeps the payload the hardware gave it otherwise)."""
+def canonical_calls(ctx, out) -> list:
+    """In exact mode, the call making the NaNs of the float output ``out`` the canonical
+    quiet NaN (a NaN from an input keeps the payload the hardware gave it otherwise)."""
     if ctx.exact and out is not None and out.dtype.kind == "f":
-        canonical_nans(out.reshape(-1))
+        return [(canonical_nans, (out.reshape(-1),))]
+    return []
+
+
+def canonical(ctx, out) -> None:
+    """canonical_calls made now."""
+    for fn, args in canonical_calls(ctx, out):
+        fn(*args)
 
 
 def apply(y: np.ndarray, post: int, exact: bool, parallel: bool = False) -> None:

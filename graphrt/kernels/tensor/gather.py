@@ -370,11 +370,15 @@ class GatherND(OpKernel):
         if word is None:
             return None
         idx = ctx.flat_in[1]
-        checks = [(_check_tuples, (idx, lim))] if idx.size else []
+        return ([(_check_tuples, (idx, lim))] if idx.size else []) + self._gather(ctx)
+
+    def _gather(self, ctx: RunContext) -> list:
+        """The compiled gather (tuples checked; a type moved as words)."""
+        word, k, lim, xs, per_batch, bstride, inner, tasks, fn = ctx.prepared
         if not tasks:
-            return checks
-        return checks + [(fn, (ctx.flat_in[0].view(word), idx, ctx.flat_out[0].view(word), lim,
-                               xs, k, per_batch, bstride, inner, tasks))]
+            return []
+        return [(fn, (ctx.flat_in[0].view(word), ctx.flat_in[1], ctx.flat_out[0].view(word),
+                      lim, xs, k, per_batch, bstride, inner, tasks))]
 
     def run(self, ctx: RunContext) -> None:
         word, k, lim, xs, per_batch, bstride, inner, tasks, fn = ctx.prepared
@@ -388,5 +392,4 @@ class GatherND(OpKernel):
                 off = (t // per_batch) * bstride + int(nd_offset(idx, t, k, lim, xs))
                 out[t] = x[off:off + inner]
             return
-        fn(ctx.flat_in[0].view(word), idx, ctx.flat_out[0].view(word), lim, xs, k, per_batch,
-           bstride, inner, tasks)
+        make_calls(self._gather(ctx))

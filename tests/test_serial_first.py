@@ -29,6 +29,12 @@ if op == "Softmax":
 elif op == "Chain":      # the middle steps run in place: each its kernel's in-place twin
     nodes = [helper.make_node("Relu", ["X"], ["R"]), helper.make_node("Sigmoid", ["R"], ["S"]),
              helper.make_node("Tanh", ["S"], ["T"]), helper.make_node("Neg", ["T"], ["Y"])]
+elif op == "Quantize":   # the 8-bit path of one scale: the general kernel is not asked for
+    nodes = [helper.make_node("QuantizeLinear", ["X", "S", "Z"], ["Q"]),
+             helper.make_node("DequantizeLinear", ["Q", "S", "Z"], ["Y"])]
+    for name, v, t in (("S", 0.05, TensorProto.FLOAT), ("Z", 128, TensorProto.UINT8)):
+        inputs.append(helper.make_tensor_value_info(name, t, []))
+        feeds[name] = np.array(v, helper.tensor_dtype_to_np_dtype(t))
 elif op == "MaxPool":
     nodes = [helper.make_node("Relu", ["X"], ["R"]),
              helper.make_node("MaxPool", ["R"], ["Y"], kernel_shape=[3], pads=[1, 1])]
@@ -87,13 +93,16 @@ def test_a_cold_first_run_takes_serial_kernels_then_the_parallel_ones(tmp_path, 
 
 
 @pytest.mark.skipif(os.cpu_count() < 2, reason="one core: no helper process, no parallel kernels")
-def test_a_warm_cache_is_not_taken_for_a_cold_one(tmp_path):
+@pytest.mark.parametrize("op", ["Chain", "Quantize"])
+def test_a_warm_cache_is_not_taken_for_a_cold_one(tmp_path, op):
     """A plan asks for both forms of a step that may run in place and runs one of them: a
     second process over the cache the first one filled plans once, with its parallel
     kernels from the first run (it used to take the unused form's missing index for a cold
-    cache and plan twice, starting the helper process for nothing)."""
-    first, y1 = _child(tmp_path, "Chain", "fast", "1")
+    cache and plan twice, starting the helper process for nothing). QuantizeLinear's common
+    case asked for its general kernel's parallel form, which never ran and so was never
+    compiled: every process planned twice."""
+    first, y1 = _child(tmp_path, op, "fast", "1")
     assert first["builds"] == 2 and first["first"] == []
-    second, y2 = _child(tmp_path, "Chain", "fast", "1")
+    second, y2 = _child(tmp_path, op, "fast", "1")
     assert second["builds"] == 1 and second["first"] == [] and second["later"] == []
     assert y1.tobytes() == y2.tobytes()

@@ -324,8 +324,10 @@ class QuantizeLinear(_Linear):
         # kernel of its own: _quantize_8bit
         simple = out in (U8, I8) and dt == F32 and ctx.dtype(1) == F32 and geo[3] == 0 \
             and math.prod(ctx.shape(1)) == 1 and fmt[0] == 1
+        # (the general kernel only where it runs: asking for its parallel form records it
+        # for the plan's warm-up, plan/warm.py, and a form never run is never compiled)
         ctx.prepared = (geo, lo, hi, carrier, fmt, out not in FLOAT8, limit, n,
-                        _QUANTIZE.get(ctx.exact, _par(n)), simple)
+                        None if simple else _QUANTIZE.get(ctx.exact, _par(n)), simple)
 
     def jit_calls(self, ctx: RunContext):
         """The common case's one call: _quantize_8bit on the one scale and zero point."""

@@ -275,3 +275,34 @@ def test_static_quantization_steps_are_compiled_calls_with_their_runs_bits(mode)
     compiled = {"QuantizeLinear", "DequantizeLinear"} | \
         ({"QLinearConv"} if micro_int.AVAILABLE else set())     # (else the float path)
     _each_step_calls_and_run(model, {"x": x}, mode, compiled)
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_attention_steps_are_compiled_calls_with_their_runs_bits(mode):
+    """Attention (3-d heads with a float mask, 4-d causal with a bool mask) and
+    com.microsoft Attention's expansion (MaskBias from key counts, then Attention)."""
+    rng = np.random.default_rng(11)
+    b, s, heads, size = 2, 5, 2, 4
+    hidden = heads * size
+    mask = rng.standard_normal((b, 1, s, s)).astype(np.float32)
+    nodes = [n("Attention", ["q", "k", "v", "m"], ["y3"], q_num_heads=heads, kv_num_heads=heads),
+             n("Reshape", ["y3", "shape4"], ["y34"]),
+             n("Transpose", ["y34"], ["q4"], perm=[0, 2, 1, 3]),
+             n("Attention", ["q4", "q4", "q4", "bm"], ["y4"], is_causal=1),
+             n("Attention", ["x", "w", "bias", "lengths"], ["ym"], domain="com.microsoft",
+               num_heads=heads)]
+    inits = [const("m", mask), const("shape4", np.array([b, s, heads, size], np.int64)),
+             const("bm", rng.random((b, heads, s, s)) > 0.3),
+             const("w", (rng.standard_normal((hidden, 3 * hidden)) / hidden).astype(np.float32)),
+             const("bias", rng.standard_normal(3 * hidden).astype(np.float32)),
+             const("lengths", np.array([3, 5], np.int32))]
+    qkv = [tensor(name, F, [b, s, hidden]) for name in ("q", "k", "v", "x")]
+    graph = helper.make_graph(nodes, "g", qkv, [tensor(o, F, None) for o in ("y4", "ym")],
+                              inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23),
+                                                    helper.make_opsetid("com.microsoft", 1)])
+    model.ir_version = 10
+    feeds = {name: rng.standard_normal((b, s, hidden)).astype(np.float32)
+             for name in ("q", "k", "v", "x")}
+    feeds["q"][1, 2, 3] = np.nan
+    _each_step_calls_and_run(model, feeds, mode, {"Attention", "MaskBias"})

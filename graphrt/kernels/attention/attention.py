@@ -65,13 +65,16 @@ from numba import njit, prange
 
 from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext, scratch
-from ..core.broadcast import PARALLEL_MIN, put
+from ..core.broadcast import PARALLEL_MIN, Walk, put
 from ..core.floats import BF16, F16, F32, F64, FLOATS, HALF, compute_dtype, round_to, widen
+from ..core.held import held_buffer
 from ..core.jit import Variants
+from ..core.words import word_of
 from ..core.summation import VALUES
 from ..gemm.product import Product
 from ..math.exactmath import FastExact, exp as _own_exp, tanh as _own_tanh
 from ..math.vecmath import vexp
+from ..tensor.layout import STRIDED_GATHER
 
 EXACT = False
 ROUND = SROUND = EXP = TANH = DENOMINATOR = None       # bound per variant (_row_variants)
@@ -271,7 +274,7 @@ class _Operand:
 class _Plan:
     __slots__ = ("q", "k", "v", "past", "nonpad", "work", "dims", "qk", "pv", "rows", "par",
                  "ms", "scale", "root", "softcap", "zero", "ninf", "wide", "mask_kind",
-                 "offset", "ex_dtype")
+                 "offset", "ex_dtype", "merge")
 
 
 class Attention(OpKernel):
@@ -413,7 +416,42 @@ class Attention(OpKernel):
         p.wide = np.float64(0) if wide == F64 else p.work.type(0)
         # the exponentials in the softmax precision: a buffer of their own when it is wider
         p.ex_dtype = F64 if wide == F64 and p.work != F64 else None
+        p.merge = None
+        if three_d:     # the heads' (batch, heads, sequence, size) result into Y's layout
+            hs = s_len * dv
+            walk = Walk([batch, s_len, hq, dv], [[hq * hs, dv, hs, 1]])
+            p.merge = (walk, STRIDED_GATHER.get(False, walk.parallel))
         ctx.prepared = p
+
+    def jit_calls(self, ctx: RunContext):
+        """The common case as compiled calls (the products, the row step, Y's layout): no
+        past or present, no fourth output, no nonpad_kv_seqlen, Q, K, V and Y in the type
+        computed in and a mask numba reads as it is; None elsewhere (run). The same
+        kernels on the same operands as run, so the same bits."""
+        p = ctx.prepared
+        ins, y = ctx.flat_in, ctx.flat_out[0]
+        if p.past or p.nonpad or p.root is not None or p.ex_dtype is not None or \
+                len(ctx.flat_out) > 1 or y.dtype != p.work or \
+                any(a.dtype != p.work for a in ins[:3]) or \
+                (p.mask_kind and ins[3].dtype in HALF):
+            return None
+        batch, hq, _, s_len, t_len, _, dv, _ = p.dims
+        scores = held_buffer(p.work, (batch * hq * s_len * t_len,), ctx.held, "attention")
+        y4 = y if p.merge is None else held_buffer(p.work, (y.size,), ctx.held, "attention y")
+        qk = p.qk.call_of(ins[0], ins[1], scores, holder=ctx.held)
+        pv = p.pv.call_of(scores, ins[2], y4, holder=ctx.held)
+        if qk is None or pv is None:
+            return None
+        rows, fn = p.rows
+        mask = ins[3] if p.mask_kind else scores[:0]
+        calls = [qk, (fn, (scores, scores, scores, mask, p.ms, p.offset, p.offset, p.par,
+                           p.scale, p.softcap, p.zero, p.ninf, p.wide, rows)), pv]
+        if p.merge is not None:
+            walk, gather = p.merge
+            word = word_of(y.dtype)
+            calls.append((gather, (y4.view(word), y.view(word), walk.shape, walk.strides[0],
+                                   walk.block, walk.tasks)))
+        return calls
 
     def run(self, ctx: RunContext) -> None:
         p = ctx.prepared

@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from ...errors import ErrorKind
-from ..core.base import InferContext, OpKernel, RunContext
+from ..core.base import InferContext, OpKernel, RunContext, make_calls
 from ..core.lowering import Builder, Lowered, trimmed
 
 F32 = np.dtype(np.float32)
@@ -74,10 +74,13 @@ class MaskBias(OpKernel):
         ctx.set_output(0, F32, (batch, 1, rows, seq))
         ctx.prepared = (form, batch, rows, seq)
 
-    def run(self, ctx: RunContext) -> None:
+    def jit_calls(self, ctx: RunContext):
         form, batch, rows, keys = ctx.prepared
-        _mask_bias(ctx.flat_in[0], form, batch, rows, keys, np.float32(self.masked),
-                   ctx.flat_out[0])
+        return [(_mask_bias, (ctx.flat_in[0], form, batch, rows, keys, np.float32(self.masked),
+                              ctx.flat_out[0]))]
+
+    def run(self, ctx: RunContext) -> None:
+        make_calls(self.jit_calls(ctx))
 
 
 def _split_qkv(b: Builder, qkv: str, sizes) -> tuple[str, str, str]:

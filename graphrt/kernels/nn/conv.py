@@ -21,7 +21,10 @@ import math
 
 import numba
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from ...threads import ensure_layer
 from ..core.base import Calls, InferContext, OpKernel, RunContext, make_calls, scratch
@@ -225,6 +228,139 @@ def _depthwise(x, w, y, g, planes, mg, kk, rows, taps, work):
                 copy_run(y, tt * p_ + (od * oh_ + oh) * ow_, acc, oh * wq, ow_, 1)
 
 
+@intrinsic
+def _window_lanes(typingctx, ob, o, wb, xb, xs, step, taps, exact, count):
+    """The window sums of V channels at once (V = one vector register of the element type)
+    at ``count`` output positions j < count (a literal), their inputs ``step`` elements
+    apart: ob[o + jV:][:V] = from 0, for each tap k in order, acc_j + wb[kV:(k + 1)V] *
+    xb[xs + j step + taps[k]:][:V] (exact: a rounded multiply, then a rounded add; else one
+    FMA), each lane its channel's chain, the accumulators in registers (the positions'
+    chains interleaved: one chain waits on its FMA's latency). numba does not vectorise
+    straight-line code across lanes (its SLP pass is off), so this is written as vector IR."""
+    if not (ob.dtype == wb.dtype == xb.dtype and isinstance(exact, types.BooleanLiteral)
+            and isinstance(count, types.IntegerLiteral)):
+        return None
+    sig = types.none(ob, types.uint64, wb, xb, types.uint64, types.uint64, taps, exact, count)
+
+    def codegen(context, builder, sig, args):
+        ob_a, o_, wb_a, xb_a, xs_, step_, taps_a = args[:7]
+        ety = context.get_data_type(sig.args[0].dtype)
+        lanes = max(1, microkernel.VBYTES // context.get_abi_sizeof(ety))
+        vty = ir.VectorType(ety, lanes)
+        i64 = ir.IntType(64)
+        align = context.get_abi_sizeof(ety)
+        n = sig.args[8].literal_value
+
+        def data(i, arr):
+            return context.make_array(sig.args[i])(context, builder, arr).data
+
+        def vector_at(base, at):
+            return builder.bitcast(builder.gep(base, [at]), vty.as_pointer())
+
+        xd, wd, td = data(3, xb_a), data(2, wb_a), data(6, taps_a)
+        kk = context.make_array(sig.args[6])(context, builder, taps_a).nitems
+        fma = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(vty, [vty, vty, vty]),
+            f"llvm.fma.v{lanes}f{align * 8}")
+        accs = [cgutils.alloca_once_value(builder, ir.Constant(vty, None)) for _ in range(n)]
+        with cgutils.for_range(builder, kk) as loop:
+            k = loop.index
+            at = builder.add(xs_, builder.load(builder.gep(td, [k])))
+            wv = builder.load(vector_at(wd, builder.mul(k, ir.Constant(i64, lanes))),
+                              align=align)
+            for j, acc in enumerate(accs):
+                xv = builder.load(vector_at(xd, builder.add(
+                    at, builder.mul(step_, ir.Constant(i64, j)))), align=align)
+                a = builder.load(acc)
+                if sig.args[7].literal_value:
+                    v = builder.fadd(a, builder.fmul(wv, xv))
+                else:
+                    v = builder.call(fma, [wv, xv, a])
+                builder.store(v, acc)
+        od = data(0, ob_a)
+        for j, acc in enumerate(accs):
+            builder.store(builder.load(acc),
+                          vector_at(od, builder.add(o_, ir.Constant(i64, j * lanes))),
+                          align=align)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def _depthwise_lanes(x, w, y, g, mg, hp, wp, taps, work, tasks):
+    """Depthwise Conv of small planes (2-d or 1-d), a vector register of output channels at
+    a time (V of them: 16 float32 with AVX-512): task t = (image, block of V output channels
+    m, each reading input channel m // mg) copies its planes interleaved into a
+    zero-bordered buffer (padded row r, column c of plane l at (r * wp + c) * V + l; hp x wp
+    covers every position a window reads) and its weights likewise, then makes each output
+    position's V sums with _window_lanes. On planes of a few rows the plane kernel
+    (_depthwise) spends its time per plane, in short copies and loops (576 planes of 7 x 7,
+    5 x 5 windows: 77 us, of which 38 with a 1 x 1 window). Each output element's chain is
+    the plane kernel's: from 0, the window's taps in row-major order (``taps``: their
+    offsets in the buffer), padding taps as products with 0, one micro-kernel step each
+    (exact: NaN canonical), so the bits are the same."""
+    lanes = microkernel.VBYTES // x.itemsize
+    h_, w_ = g[H], g[W]
+    oh_, ow_ = g[OH], g[OW]
+    kk = taps.size
+    m_all = g[C] * mg
+    nblk = (m_all + lanes - 1) // lanes
+    p_ = oh_ * ow_
+    plane = h_ * w_
+    nx = hp * wp * lanes
+    for t in prange(tasks):
+        tt = np.int64(t)
+        img = tt // nblk
+        m0 = (tt - img * nblk) * lanes
+        row = work[numba.get_thread_id()]
+        xb = row[:nx]
+        wb = row[nx:nx + kk * lanes]
+        ob = row[nx + kk * lanes:nx + (kk + p_) * lanes]
+        zero_run(xb, 0, nx)
+        zero_run(wb, 0, kk * lanes)
+        ul = np.uint64(lanes)
+        for l in range(min(lanes, m_all - m0)):
+            src = np.uint64((img * g[C] + (m0 + l) // mg) * plane)
+            wo = np.uint64((m0 + l) * kk)
+            for k in range(np.uint64(kk)):
+                wb[k * ul + np.uint64(l)] = w[wo + k]
+            for r in range(min(h_, hp - g[PH])):
+                d = np.uint64(((r + g[PH]) * wp + g[PW]) * lanes + l)
+                s0 = src + np.uint64(r * w_)
+                for c in range(np.uint64(min(w_, wp - g[PW]))):
+                    xb[d + c * ul] = x[s0 + c]
+        step = np.uint64(g[SW] * lanes)
+        for oh in range(oh_):
+            ow = 0
+            while ow < ow_:     # four positions a call, then two, then one
+                o = np.uint64((oh * ow_ + ow) * lanes)
+                xs = np.uint64((oh * g[SH] * wp + ow * g[SW]) * lanes)
+                if ow + 4 <= ow_:
+                    _window_lanes(ob, o, wb, xb, xs, step, taps, EXACT, 4)
+                    ow += 4
+                elif ow + 2 <= ow_:
+                    _window_lanes(ob, o, wb, xb, xs, step, taps, EXACT, 2)
+                    ow += 2
+                else:
+                    _window_lanes(ob, o, wb, xb, xs, step, taps, EXACT, 1)
+                    ow += 1
+        for l in range(min(lanes, m_all - m0)):
+            yo = np.uint64((img * m_all + m0 + l) * p_)
+            for q in range(np.uint64(p_)):
+                v = ob[q * ul + np.uint64(l)]
+                y[yo + q] = np.nan if EXACT and v != v else v
+
+
+def lanes_plan(g, itemsize: int) -> tuple:
+    """(hp, wp, the window's tap offsets, per-thread scratch elements) of _depthwise_lanes."""
+    lanes = microkernel.VBYTES // itemsize
+    hp = (g[OH] - 1) * g[SH] + (g[KH] - 1) * g[DH] + 1
+    wp = (g[OW] - 1) * g[SW] + (g[KW] - 1) * g[DW] + 1
+    taps = np.array([(kh * g[DH] * wp + kw * g[DW]) * lanes
+                     for kh in range(g[KH]) for kw in range(g[KW])], dtype=np.uint64)
+    return int(hp), int(wp), taps, int((hp * wp + taps.size + g[OH] * g[OW]) * lanes)
+
+
 def _split_planes(x, xp, g, planes, ps, rows):
     """xp[t * ps:(t + 1) * ps] = input plane t split by stride phase (split_phases)."""
     ip = g[D] * g[H] * g[W]
@@ -256,7 +392,14 @@ DEPTHWISE = {nine: Variants(_depthwise, "conv_depthwise" + ("_3x3" if nine else 
                             parallel=True, MK=microkernel.SOURCE_TAG, COPY=copy_run,
                             ZERO=zero_run, SPLIT=split_phases, NINE=nine)
              for nine in (False, True)}
+DEPTHWISE_LANES = Variants(_depthwise_lanes, "conv_depthwise_lanes", parallel=True,
+                           MK=microkernel.SOURCE_TAG, ZERO=zero_run)
 DEPTHWISE_ROWS = True       # False: depthwise convs take the GEMM path (tests compare the two)
+# depthwise convs (2-d, 1-d) of at most this many output elements a plane take
+# _depthwise_lanes (0: none do; tests compare the two): measured against the plane kernel
+# (1 thread, 2 threads), 7 x 7 outputs took 0.56-0.8 of its time, 14 x 14 0.85-1.6 (the
+# interleaving copies grow with the plane, the plane kernel's fixed cost does not)
+LANES_PLANE = 64
 IMPLICIT = True             # False: 2-d convs unfold a column matrix (tests compare the two)
 CONV_TILES = Variants(_conv_tiles, "conv_tiles", parallel=True, MK=microkernel.SOURCE_TAG,
                       IM2COL_BLOCK=_im2col_block)
@@ -310,7 +453,7 @@ class ConvPlan:
 
     __slots__ = ("geo", "gemm", "n", "c", "m", "in_size", "out_size", "col_size", "chunk",
                  "direct", "wdt", "tiles", "relu", "depthwise", "affine", "bias", "phases",
-                 "grid", "wide")
+                 "grid", "wide", "lanes")
 
 
 def _finish(exact, p, y, b, images, grid=None):
@@ -443,7 +586,7 @@ class Conv(GroupedConv):
         p.tiles = None
         p.grid = None
         p.relu = False
-        p.depthwise = None
+        p.depthwise = p.lanes = None
         p.affine = None
         p.bias = ctx.value(2) if has_b else np.zeros(m)      # None: a bias known in run only
         # the stride-phase planes (split_phases): a plane's size, where each tap starts, the
@@ -454,7 +597,13 @@ class Conv(GroupedConv):
         if DEPTHWISE_ROWS and cg == 1 and g > 1 and p.gemm.tiles is not None \
                 and p.gemm.tiles.own \
                 and n * m * out_size > 0:
-            p.depthwise = DEPTHWISE[k == 9].get(ctx.exact, n * m * out_size * k >= PARALLEL_MIN)
+            large = n * m * out_size * k >= PARALLEL_MIN
+            if out_size <= LANES_PLANE and p.geo[D] == 1 and p.geo[KD] == 1:
+                tasks = n * ceil_div(m, microkernel.VBYTES // p.wdt.itemsize)
+                p.lanes = (DEPTHWISE_LANES.get(ctx.exact, large and tasks > 1), tasks,
+                           *lanes_plan(p.geo, p.wdt.itemsize))
+            else:
+                p.depthwise = DEPTHWISE[k == 9].get(ctx.exact, large)
             ensure_layer()      # numba.get_thread_id needs the threading layer running
         elif not ctx.exact and not p.direct and p.gemm.tiles is not None and p.gemm.tiles.own \
                 and p.col_size * p.wdt.itemsize > WHOLE_COL_BYTES and n * m > 0:
@@ -496,6 +645,12 @@ class Conv(GroupedConv):
             elif p.gemm.tiles is not None:       # the BLAS
                 calls.python(p.gemm, a, bmat, out, None, batches)
 
+        if p.lanes is not None:
+            fn, tasks, hp, wp, taps, size = p.lanes
+            work = buffer(p.wdt, (numba.config.NUMBA_NUM_THREADS, size))
+            calls.append((fn, (x, w, y, p.geo, p.m // g, hp, wp, taps, work, tasks)))
+            finish(y, b, p.n)
+            return calls
         if p.depthwise is not None:
             work = buffer(p.wdt, (numba.config.NUMBA_NUM_THREADS, p.phases[2]))
             calls.append((p.depthwise, (x, w, y, p.geo, p.n * p.m, p.m // g,

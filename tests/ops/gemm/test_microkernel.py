@@ -147,19 +147,26 @@ def test_implicit_gemm_conv_equals_the_column_matrix(shape, kernel, attrs, mode,
 
 
 @pytest.mark.parametrize("mode", ["fast", "exact"])
-@pytest.mark.parametrize("mult,stride,pads,dil,taps", [
-    (1, 1, 1, 1, (3, 3)), (2, 2, 1, 1, (3, 3)), (1, 2, 0, 2, (3, 3)), (3, 1, 2, 1, (3, 3)),
-    (1, 1, 2, 1, (5, 5)), (2, 2, 1, 1, (2, 3))])      # taps five a pass, and the rest
-def test_depthwise_conv_equals_the_gemm_path(mult, stride, pads, dil, taps, mode, monkeypatch):
-    """Depthwise Conv (one input channel per group) runs its own plane kernel; its bits are
-    the micro-kernel GEMM's in both modes (padding taps as products with 0: an infinite
-    weight gives NaN at the border there too; exact mode's NaN canonical)."""
+@pytest.mark.parametrize("kernel", ["planes", "lanes"])
+@pytest.mark.parametrize("mult,stride,pads,dil,taps,c", [
+    (1, 1, 1, 1, (3, 3), 6), (2, 2, 1, 1, (3, 3), 6), (1, 2, 0, 2, (3, 3), 6),
+    (3, 1, 2, 1, (3, 3), 6), (1, 1, 2, 1, (5, 5), 6), (2, 2, 1, 1, (2, 3), 6),
+    (1, 1, 2, 1, (5, 5), 37), (1, 2, 2, 1, (5, 5), 20)])
+def test_depthwise_conv_equals_the_gemm_path(mult, stride, pads, dil, taps, c, kernel, mode,
+                                             monkeypatch):
+    """Depthwise Conv (one input channel per group) runs its own kernels: by planes (windows
+    of nine taps in one pass; five taps a pass and the rest) or, on small planes, a vector
+    register of channels at a time (_depthwise_lanes: blocks of fewer at the end, positions
+    four, two and one a call); their bits are the micro-kernel GEMM's in both modes (padding
+    taps as products with 0: an infinite weight gives NaN at the border there too; exact
+    mode's NaN canonical)."""
     from graphrt.kernels.nn import conv
+    monkeypatch.setattr(conv, "LANES_PLANE", 0 if kernel == "planes" else 10 ** 9)
     rng = np.random.default_rng(5)
-    c = 6
     x = rng.standard_normal((2, c, 11, 13)).astype(np.float32)
     w = rng.standard_normal((c * mult, 1) + taps).astype(np.float32)
     w[1, 0, 0, 0] = np.inf
+    w[-1, 0, 0, -1] = np.inf
     attrs = {"pads": [pads] * 4, "strides": [stride] * 2, "dilations": [dil] * 2, "group": c}
     model = model_of("Conv", {"X": x, "W": w}, [("Y", np.float32)], attrs)
     x[0, 1, 4, 4] = np.nan

@@ -36,7 +36,7 @@ from ..core.jit import Variants
 from ..core.pointwise import scale_shift_relu
 from ..core.runs import copy_run, zero_run
 from ..gemm import microkernel
-from ..gemm.product import PARALLEL_WORK, Product
+from ..gemm.product import PARALLEL_WORK, ConstantB, Product
 from .normalization import channel_affine
 from .window import (C, D, DD, DH, DW, H, KD, KH, KW, OD, OH, OW, PD, PH, PW, SD, SH, SW, W,
                      Window, ceil_div, check_float, check_rank, geometry, layout_of, phase_layout,
@@ -401,6 +401,7 @@ DEPTHWISE_ROWS = True       # False: depthwise convs take the GEMM path (tests c
 # interleaving copies grow with the plane, the plane kernel's fixed cost does not)
 LANES_PLANE = 64
 IMPLICIT = True             # False: 2-d convs unfold a column matrix (tests compare the two)
+GEMV = True                 # False: 1 x 1 outputs take the tiles too (tests compare the two)
 CONV_TILES = Variants(_conv_tiles, "conv_tiles", parallel=True, MK=microkernel.SOURCE_TAG,
                       IM2COL_BLOCK=_im2col_block)
 COL_BLOCK_BYTES = 1 << 21   # a task's column block (K x pb) stays in cache
@@ -453,7 +454,7 @@ class ConvPlan:
 
     __slots__ = ("geo", "gemm", "n", "c", "m", "in_size", "out_size", "col_size", "chunk",
                  "direct", "wdt", "tiles", "relu", "depthwise", "affine", "bias", "phases",
-                 "grid", "wide", "lanes")
+                 "grid", "wide", "lanes", "gemv", "gemv_b")
 
 
 def _finish(exact, p, y, b, images, grid=None):
@@ -525,6 +526,10 @@ class GroupedConv(OpKernel):
 class Conv(GroupedConv):
     """X (N, C, D...), W (M, C/group, K...), optional B (M): Y (N, M, O...)."""
 
+    def __init__(self, node):
+        super().__init__(node)
+        self._w = ConstantB()       # 1 x 1 outputs: constant weights as a product's B
+
     def absorb_relu(self, prepared) -> bool:
         """Apply a following Relu in the bias pass (FusedEpilogue): one pass, same bits."""
         prepared.relu = True
@@ -583,6 +588,19 @@ class Conv(GroupedConv):
         offa = (np.arange(batches, dtype=np.int64) % g) * (mg * cg * k)
         p.gemm = Product(p.wdt, mg, out_size, cg * k, (cg * k, 1), (out_size, 1), offa, offb,
                          exact=ctx.exact)
+        p.gemv = p.gemv_b = None
+        wv = p.wide.get(1, ctx.value(1))       # (float16 weights: their float32 copy)
+        if GEMV and p.direct and out_size == 1 and g == 1 and wv is not None and \
+                wv.dtype == p.wdt and n * m > 0:
+            # one output position an image (1 x 1 maps: squeeze-and-excite blocks): y^T =
+            # x^T W^T, the images' rows against the constant weights laid out once as the
+            # product's B (ConstantB: the micro-kernel's panels; the tiles of W x spent most
+            # of their work on 31 empty columns of 32); each output the same chain of
+            # multiply-adds over c ascending, so the same bits
+            p.gemv_b = self._w.of(wv.reshape(m, cg), True, p.wdt, ctx.exact)
+            p.gemv = Product(p.wdt, 1, m, cg, (cg, 1), self._w.strides, offb,
+                             np.zeros(batches, dtype=np.int64), exact=ctx.exact, fold=True,
+                             panels=self._w.panels)
         p.tiles = None
         p.grid = None
         p.relu = False
@@ -639,11 +657,14 @@ class Conv(GroupedConv):
                 calls.append(call)
 
         def product(a, bmat, out, batches):
-            call = p.gemm.call_of(a, bmat, out, batches=batches, holder=holder)
+            gemm = p.gemm
+            if p.gemv is not None:
+                gemm, a, bmat = p.gemv, bmat, p.gemv_b
+            call = gemm.call_of(a, bmat, out, batches=batches, holder=holder)
             if call is not None:
                 calls.append(call)
-            elif p.gemm.tiles is not None:       # the BLAS
-                calls.python(p.gemm, a, bmat, out, None, batches)
+            elif gemm.tiles is not None:       # the BLAS
+                calls.python(gemm, a, bmat, out, None, batches)
 
         if p.lanes is not None:
             fn, tasks, hp, wp, taps, size = p.lanes

@@ -147,6 +147,43 @@ def test_implicit_gemm_conv_equals_the_column_matrix(shape, kernel, attrs, mode,
 
 
 @pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("images,channels,out,bias,then,dt", [
+    (1, 576, 144, True, "Relu", np.float32), (3, 37, 70, False, None, np.float32),
+    (2, 9, 3, True, "HardSigmoid", np.float32), (2, 40, 24, True, None, np.float16)])
+def test_convolutions_of_one_output_position_equal_the_tiles(images, channels, out, bias, then,
+                                                             dt, mode, monkeypatch):
+    """A Conv whose output is one position an image (1 x 1 maps, the squeeze-and-excite
+    blocks) multiplies the images' rows by its constant weights laid out as the product's B
+    (float16 weights: their float32 copy): the bits of W x through the tiles, at 1 and 2
+    threads, in both modes."""
+    from onnx import helper, numpy_helper
+
+    from graphrt.kernels.nn import conv
+    rng = np.random.default_rng(12)
+    x = rng.standard_normal((images, channels, 1, 1)).astype(dt)
+    w = rng.standard_normal((out, channels, 1, 1)).astype(dt)
+    x[-1, 1] = np.nan if images > 1 else 0.0      # (a NaN image: every output NaN)
+    w.reshape(-1)[-1] = np.inf
+    inits = [numpy_helper.from_array(w, "W")]
+    if bias:
+        inits.append(numpy_helper.from_array(rng.standard_normal(out).astype(dt), "B"))
+    nodes = [helper.make_node("Conv", ["X", "W"] + (["B"] if bias else []),
+                              ["C" if then else "Y"])]
+    if then:
+        nodes.append(helper.make_node(then, ["C"], ["Y"]))
+    et = helper.np_dtype_to_tensor_dtype(np.dtype(dt))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "X", et, list(x.shape))], [helper.make_tensor_value_info("Y", et, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    got = [graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=t, mode=mode)).run(
+        None, {"X": x})[0] for t in (1, 2)]
+    monkeypatch.setattr(conv, "GEMV", False)     # plans made now take W x through the tiles
+    want = graphrt.Session(model, graphrt.SessionOptions(mode=mode)).run(None, {"X": x})[0]
+    assert got[0].tobytes() == got[1].tobytes() == want.tobytes()
+    assert not np.isfinite(want).all() and np.isfinite(want).any()
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
 @pytest.mark.parametrize("kernel", ["planes", "lanes"])
 @pytest.mark.parametrize("mult,stride,pads,dil,taps,c", [
     (1, 1, 1, 1, (3, 3), 6), (2, 2, 1, 1, (3, 3), 6), (1, 2, 0, 2, (3, 3), 6),

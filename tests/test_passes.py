@@ -64,6 +64,13 @@ def case(name):
                          n("Mul", ["x", "a"], ["m"]), n("Mul", ["m", "half"], ["y"])], [x], [y],
                         [scalar("s2", np.sqrt(2)), scalar("one", one), scalar("half", 0.5)])
         hit, miss = gelu(1.0), gelu(2.0)
+    elif name == "recognize_swish":
+        z = tensor("z", F, [2, 3, 4])
+        xv = dict(xv, z=r(2, 3, 4))
+
+        def silu(other):
+            return make([n("Sigmoid", ["x"], ["s"]), n("Mul", ["s", other], ["y"])], [x, z], [y])
+        hit, miss = silu("x"), silu("z")
     elif name == "recognize_layernorm":
         def ln(axes):
             return make([n("ReduceMean", ["x"], ["m"], axes=axes), n("Sub", ["x", "m"], ["d"]),
@@ -220,6 +227,32 @@ def test_gelu_of_a_16_bit_graph_is_recognised_by_its_rounded_sqrt_2(type_name):
     assert exact.pass_counts.get("recognize_gelu", 0) == 0
     if type_name == "float16":
         assert run(gelu(1.4150390625), "all", feeds)[0].pass_counts.get("recognize_gelu", 0) == 0
+
+
+@pytest.mark.parametrize("after_conv", [False, True])
+@pytest.mark.parametrize("order", ["x s", "s x"])
+def test_silu_runs_as_one_swish_with_the_two_nodes_bits(after_conv, order):
+    """x * Sigmoid(x) (yolo's SiLU; after a Conv it joins the Conv's epilogue) runs as one
+    Swish in fast mode with the bits of Sigmoid then Mul, the extremes included; exact mode
+    keeps the two nodes (its Swish rounds once)."""
+    rng = np.random.default_rng(13)
+    xv = (rng.standard_normal((2, 4, 6, 6)) * 12).astype(np.float32)
+    xv.reshape(-1)[:8] = [np.nan, np.inf, -np.inf, 0.0, -0.0, 88.5, -104.0, 1e-30]
+    nodes = [n("Sigmoid", ["c"], ["s"]), n("Mul", order.replace("x", "c").split(), ["y"])]
+    inits = []
+    if after_conv:
+        nodes.insert(0, n("Conv", ["x", "W", "B"], ["c"], pads=[1, 1, 1, 1]))
+        inits = [const("W", r(4, 4, 3, 3)), const("B", r(4))]
+    else:
+        nodes.insert(0, n("Identity", ["x"], ["c"]))
+    model = make(nodes, [tensor("x", F, [2, 4, 6, 6])], [tensor("y", F, None)], inits)
+    _, base = run(model, "none", {"x": xv})
+    sess, got = run(model, "all", {"x": xv})
+    assert sess.pass_counts.get("recognize_swish") == 1, sess.pass_counts
+    assert not after_conv or sess.pass_counts.get("fuse_epilogues") == 1, sess.pass_counts
+    assert got.tobytes() == base.tobytes()
+    exact, _ = run(model, "all", {"x": xv}, mode="exact")
+    assert exact.pass_counts.get("recognize_swish", 0) == 0
 
 
 def test_levels_and_exact_mode_skip_what_they_must():

@@ -1,6 +1,6 @@
 """Fusions: element-wise epilogues into their producer (bit-preserving by construction),
-Conv+BatchNormalization folding, and GELU / LayerNormalization recognised from their
-spelled-out forms (these two compute differently: fast mode only)."""
+Conv+BatchNormalization folding, and GELU / LayerNormalization / SiLU recognised from
+their spelled-out forms (these compute differently in exact mode: fast mode only)."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +8,7 @@ import numpy as np
 from ..graph import CompiledNode
 from ..kernels.attention.attention import Attention
 from ..kernels.core.pointwise import Binary, Unary
-from ..kernels.elementwise.activations import Gelu
+from ..kernels.elementwise.activations import Gelu, Sigmoid, Swish
 from ..kernels.elementwise.arithmetic import Add, Div, Mul, Sub, Pow
 from ..kernels.elementwise.fused import FusedEpilogue, Stage
 from ..kernels.elementwise.unary_math import Erf, Sqrt
@@ -142,6 +142,30 @@ def recognize_gelu(pg: PassGraph) -> int:
             continue
         kernel = pg.make_kernel(mul2.info, Gelu, {}, 1)
         pg.replace([div, erf, add, mul1, mul2], [CompiledNode(kernel.node, kernel, (x,), mul2.outputs)])
+        consumers = pg.consumers()
+        done += 1
+    return done
+
+
+def recognize_swish(pg: PassGraph) -> int:
+    """x * Sigmoid(x) (SiLU, either operand order), the sigmoid read by that Mul alone ->
+    Swish(x, alpha=1). Fast mode's Swish is that same sigmoid, rounded, times x: the bits of
+    the two nodes in one pass over x (and the producer's epilogue can take it as a stage,
+    x having one reader now); exact mode's Swish rounds once, so fast mode only."""
+    done = 0
+    consumers = pg.consumers()
+    for sig in pg.live():
+        if not isinstance(sig.kernel, Sigmoid) or len(sig.inputs) != 1:
+            continue
+        x = sig.inputs[0]
+        mul = pg.only_reader(sig.outputs[0], consumers)
+        if mul is None or not isinstance(mul.kernel, Mul) or \
+                sorted(mul.inputs) != sorted((x, sig.outputs[0])):
+            continue
+        kernel = pg.make_kernel(mul.info, Swish, {"alpha": 1.0}, 1)
+        if kernel is None:
+            return done
+        pg.replace([sig, mul], [CompiledNode(kernel.node, kernel, (x,), mul.outputs)])
         consumers = pg.consumers()
         done += 1
     return done

@@ -10,7 +10,7 @@ from ..options import OptimizationLevel as L
 from .basic import (collapse_reshapes, collapse_transposes, eliminate_identities, fold_constants,
                     sink_constant_nodes)
 from .fusion import (fold_conv_batchnorm, fuse_epilogues, recognize_attention, recognize_gelu,
-                     recognize_layernorm)
+                     recognize_layernorm, recognize_swish)
 from .graph import LEVELS, GraphPass, PassGraph
 from .quantized import recognize_qdq
 
@@ -23,6 +23,7 @@ ALL: tuple[GraphPass, ...] = (
     GraphPass("collapse_reshapes", L.BASIC, True, collapse_reshapes),
     GraphPass("fold_conv_batchnorm", L.ALL, False, fold_conv_batchnorm),
     GraphPass("recognize_gelu", L.ALL, False, recognize_gelu),
+    GraphPass("recognize_swish", L.ALL, False, recognize_swish),
     GraphPass("recognize_layernorm", L.ALL, False, recognize_layernorm),
     GraphPass("recognize_attention", L.ALL, False, recognize_attention),
     GraphPass("fuse_epilogues", L.ALL, True, fuse_epilogues),

@@ -64,6 +64,12 @@ def _old_schedules_dir() -> str:
     return os.path.join(root(), "schedules")
 
 
+def folder_of(py_file: str) -> str:
+    """The folder that holds the cached kernels of a module of graphrt's."""
+    rel = os.path.relpath(os.path.dirname(os.path.abspath(py_file)), PACKAGE)
+    return os.path.join(kernels_dir(), "graphrt" if rel == "." else os.path.join("graphrt", rel))
+
+
 class KernelLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator):
     """numba's locator for graphrt's own functions: <kernels_dir>/<relative folder>."""
 
@@ -72,9 +78,7 @@ class KernelLocator(caching._SourceFileBackedLocatorMixin, caching._CacheLocator
     def __init__(self, py_func, py_file):
         self._py_file = py_file
         self._lineno = py_func.__code__.co_firstlineno
-        rel = os.path.relpath(os.path.dirname(os.path.abspath(py_file)), PACKAGE)
-        self._cache_path = os.path.join(kernels_dir(), "graphrt" if rel == "." else
-                                        os.path.join("graphrt", rel))
+        self._cache_path = folder_of(py_file)
         KernelLocator.folders.add(self._cache_path)
 
     def get_cache_path(self):

@@ -37,7 +37,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ...aligned import aligned_copy
-from ...cache import kernels_dir
+from ...cache import folder_of
 from ..core import by_address
 from ..core.held import held_buffer
 from ..core.jit import rebind
@@ -514,8 +514,8 @@ def _entry_name(dtype, path: str) -> str:
 def entry_cached(dtype) -> bool:
     """Whether the kernel cache holds an index of the blocked tile entry of ``dtype`` (a
     guess: the entry may still be missing for this CPU, then it is compiled as always)."""
-    pattern = os.path.join(kernels_dir(), "**", f"*{_entry_name(dtype, 'block')}*.nbi")
-    return bool(glob.glob(pattern, recursive=True))
+    pattern = os.path.join(folder_of(__file__), f"*{_entry_name(dtype, 'block')}*.nbi")
+    return bool(glob.glob(pattern))
 
 
 def _entry(dtype: np.dtype, exact: bool, path: str) -> int:

@@ -65,16 +65,15 @@ from numba import njit, prange
 
 from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext, scratch
-from ..core.broadcast import PARALLEL_MIN, Walk, put
+from ..core.broadcast import PARALLEL_MIN, put
 from ..core.floats import BF16, F16, F32, F64, FLOATS, HALF, compute_dtype, round_to, widen
 from ..core.held import held_buffer
 from ..core.jit import Variants
-from ..core.words import word_of
 from ..core.summation import VALUES
 from ..gemm.product import Product
 from ..math.exactmath import FastExact, exp as _own_exp, tanh as _own_tanh
 from ..math.vecmath import vexp
-from ..tensor.layout import STRIDED_GATHER
+from ..tensor.gather import Window
 
 EXACT = False
 ROUND = SROUND = EXP = TANH = DENOMINATOR = None       # bound per variant (_row_variants)
@@ -416,11 +415,10 @@ class Attention(OpKernel):
         p.wide = np.float64(0) if wide == F64 else p.work.type(0)
         # the exponentials in the softmax precision: a buffer of their own when it is wider
         p.ex_dtype = F64 if wide == F64 and p.work != F64 else None
-        p.merge = None
-        if three_d:     # the heads' (batch, heads, sequence, size) result into Y's layout
-            hs = s_len * dv
-            walk = Walk([batch, s_len, hq, dv], [[hq * hs, dv, hs, 1]])
-            p.merge = (walk, STRIDED_GATHER.get(False, walk.parallel))
+        # 3-d: the heads' (batch, heads, sequence, size) result read into Y's layout
+        hs = s_len * dv
+        p.merge = Window(p.work, (batch, s_len, hq, dv), (hq * hs, dv, hs, 1)) \
+            if three_d else None
         ctx.prepared = p
 
     def jit_calls(self, ctx: RunContext):
@@ -446,12 +444,7 @@ class Attention(OpKernel):
         mask = ins[3] if p.mask_kind else scores[:0]
         calls = [qk, (fn, (scores, scores, scores, mask, p.ms, p.offset, p.offset, p.par,
                            p.scale, p.softcap, p.zero, p.ninf, p.wide, rows)), pv]
-        if p.merge is not None:
-            walk, gather = p.merge
-            word = word_of(y.dtype)
-            calls.append((gather, (y4.view(word), y.view(word), walk.shape, walk.strides[0],
-                                   walk.block, walk.tasks)))
-        return calls
+        return calls if p.merge is None else calls + p.merge.calls(y4, y)
 
     def run(self, ctx: RunContext) -> None:
         p = ctx.prepared

@@ -182,14 +182,19 @@ def unary_variants(op, name: str) -> Forms:
                  OP=op)
 
 
-def scalar_op(fn):
+def scalar_op(fn=None, *, inline: bool = False):
     """njit for the scalar functions the templates call: never fast-math (a fast variant then
     computes them exactly as the exact one does), numpy's error model (1 / 0 gives inf).
     Not cached on its own: numba would key its cache on this function's file only, and keep
     code built from an older version of a function it calls in another module (vecmath,
-    exactmath); the templates calling it are cached, named by a hash of its callees."""
-    return njit(cache=False, nogil=True, no_cfunc_wrapper=True, fastmath=False,
-                error_model="numpy")(fn)
+    exactmath); the templates calling it are cached, named by a hash of its callees.
+    ``inline`` (``@scalar_op(inline=True)``): written into its callers at numba's IR level,
+    as vecmath's functions are, so that their loops vectorise through it (the callers'
+    fastmath flags then apply to it)."""
+    def make(f):
+        return njit(cache=False, nogil=True, no_cfunc_wrapper=True, fastmath=False,
+                    error_model="numpy", inline="always" if inline else "never")(f)
+    return make if fn is None else make(fn)
 
 
 @scalar_op

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 
 import numpy as np
-from numba import njit
 
 from ... import dtypes as _dt
 from ..core.floats import FLOATS
@@ -118,8 +117,7 @@ def _mish(x):
     return x * np.tanh(_softplus(x))
 
 
-@njit(cache=False, nogil=True, no_cfunc_wrapper=True, fastmath=False, error_model="numpy",
-      inline="always")
+@scalar_op(inline=True)
 def swish_scalar(x, alpha, _):
     """x * sigmoid(alpha x), the sigmoid rounded to x's type first (so x * Sigmoid(x) has
     these bits); inlined where it is called, as the sigmoid is (vecmath): a call of it

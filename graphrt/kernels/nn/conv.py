@@ -351,14 +351,16 @@ def _depthwise_lanes(x, w, y, g, mg, hp, wp, taps, work, tasks):
                 y[yo + q] = np.nan if EXACT and v != v else v
 
 
-def lanes_plan(g, itemsize: int) -> tuple:
-    """(hp, wp, the window's tap offsets, per-thread scratch elements) of _depthwise_lanes."""
+def lanes_plan(g, itemsize: int, images: int, m: int) -> tuple:
+    """(tasks, hp, wp, the window's tap offsets, per-thread scratch elements) of
+    _depthwise_lanes over ``images`` images of ``m`` output channels."""
     lanes = microkernel.VBYTES // itemsize
     hp = (g[OH] - 1) * g[SH] + (g[KH] - 1) * g[DH] + 1
     wp = (g[OW] - 1) * g[SW] + (g[KW] - 1) * g[DW] + 1
     taps = np.array([(kh * g[DH] * wp + kw * g[DW]) * lanes
                      for kh in range(g[KH]) for kw in range(g[KW])], dtype=np.uint64)
-    return int(hp), int(wp), taps, int((hp * wp + taps.size + g[OH] * g[OW]) * lanes)
+    return (images * ceil_div(m, lanes), int(hp), int(wp), taps,
+            int((hp * wp + taps.size + g[OH] * g[OW]) * lanes))
 
 
 def _split_planes(x, xp, g, planes, ps, rows):
@@ -393,7 +395,7 @@ DEPTHWISE = {nine: Variants(_depthwise, "conv_depthwise" + ("_3x3" if nine else 
                             ZERO=zero_run, SPLIT=split_phases, NINE=nine)
              for nine in (False, True)}
 DEPTHWISE_LANES = Variants(_depthwise_lanes, "conv_depthwise_lanes", parallel=True,
-                           MK=microkernel.SOURCE_TAG, ZERO=zero_run)
+                           MK=microkernel.SOURCE_TAG)
 DEPTHWISE_ROWS = True       # False: depthwise convs take the GEMM path (tests compare the two)
 # depthwise convs (2-d, 1-d) of at most this many output elements a plane take
 # _depthwise_lanes (0: none do; tests compare the two): measured against the plane kernel
@@ -617,9 +619,8 @@ class Conv(GroupedConv):
                 and n * m * out_size > 0:
             large = n * m * out_size * k >= PARALLEL_MIN
             if out_size <= LANES_PLANE and p.geo[D] == 1 and p.geo[KD] == 1:
-                tasks = n * ceil_div(m, microkernel.VBYTES // p.wdt.itemsize)
-                p.lanes = (DEPTHWISE_LANES.get(ctx.exact, large and tasks > 1), tasks,
-                           *lanes_plan(p.geo, p.wdt.itemsize))
+                plan = lanes_plan(p.geo, p.wdt.itemsize, n, m)
+                p.lanes = (DEPTHWISE_LANES.get(ctx.exact, large and plan[0] > 1),) + plan
             else:
                 p.depthwise = DEPTHWISE[k == 9].get(ctx.exact, large)
             ensure_layer()      # numba.get_thread_id needs the threading layer running

@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from . import dtypes
+from . import attribute_types, dtypes
 from .aligned import aligned_copy
 from .errors import ErrorKind, SessionError
 from .ir import IrGraph, IrModel, IrNode, ModelInfo, TensorInfo
@@ -200,16 +200,15 @@ class _Importer:
         version = self.opsets.get(domain)
         if version is None:
             return
-        try:
-            schema = onnx.defs.get_schema(n.op_type, version, domain)
-        except Exception:  # noqa: BLE001 - no schema (custom or unknown operator): nothing to check
+        declared = attribute_types.declared(domain, n.op_type, version)
+        if declared is None:        # a custom or unknown operator: nothing to check here
             return
         for a in n.attribute:
-            spec = schema.attributes.get(a.name)
-            if spec is not None and a.type != spec.type:
+            want = declared.get(a.name)
+            if want is not None and a.type != want:
                 raise SessionError(ErrorKind.INVALID_MODEL,
                                    f"{n.op_type}: attribute {a.name!r} must be "
-                                   f"{onnx.AttributeProto.AttributeType.Name(spec.type)}, got "
+                                   f"{onnx.AttributeProto.AttributeType.Name(want)}, got "
                                    f"{onnx.AttributeProto.AttributeType.Name(a.type)}", name)
 
     def tensor(self, t: onnx.TensorProto) -> np.ndarray:

@@ -105,6 +105,12 @@ def case(name):
         x = tensor("x", F, [2, 5, 7, 7])
         xv = {"x": r(2, 5, 7, 7), "ws": np.array(0.02, np.float32)}
         hit, miss = (qdq_conv(weight_scale_known) for weight_scale_known in (True, False))
+    elif name == "pack_weights":
+        # W read once by a product: taken; read by two products (a shared weight): kept
+        hit = make([n("MatMul", ["x", "W"], ["y"])], [x], [y], [const("W", r(4, 5))])
+        miss = make([n("MatMul", ["x", "W"], ["m"]), n("Relu", ["x"], ["rx"]),
+                     n("MatMul", ["rx", "W"], ["m2"]), n("Add", ["m", "m2"], ["y"])], [x], [y],
+                    [const("W", r(4, 5))])
     else:  # fuse_epilogues
         hit = make([n("MatMul", ["x", "W"], ["m"]), n("Add", ["m", "B"], ["a"]), n("Relu", ["a"], ["y"])],
                    [x], [y], [const("W", r(4, 5)), const("B", r(5))])
@@ -477,3 +483,56 @@ def test_shape_arithmetic_folds_without_compiling(tmp_path):
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     assert report["pass_counts"]["fold_constants"] >= 11
     assert [f for f in report["compiled"] if "fast" in f or "exact" in f] == []
+
+
+def _weights_model(half: bool):
+    """A dynamic-batch MLP: Gemm (transB, bias), MatMul + Add + Relu (fused), a MatMul of a
+    data-dependent number of rows (Compress: a dynamic step), and a MatMul of a constant of
+    the input's shape (folded when a plan is made)."""
+    t = np.float16 if half else np.float32
+    w = {k: (rng.standard_normal(s) / 4).astype(t) for k, s in
+         (("W1", (24, 16)), ("W2", (24, 20)), ("W3", (20, 8)), ("W4", (16, 8)))}
+    elem = onnx.TensorProto.FLOAT16 if half else F
+    nodes = [n("Gemm", ["x", "W1", "B1"], ["g"], transB=1),
+             n("MatMul", ["g", "W2"], ["m"]), n("Add", ["m", "B2"], ["a"]), n("Relu", ["a"], ["h"]),
+             n("ReduceSum", ["h", "s1"], ["rs"], keepdims=0),
+             n("Greater", ["rs", "zero"], ["keep"]), n("Compress", ["h", "keep"], ["hk"], axis=0),
+             n("MatMul", ["hk", "W3"], ["y"]),
+             n("Shape", ["x"], ["sx"]), n("ConstantOfShape", ["sx"], ["ones"],
+                                           value=numpy_helper.from_array(np.ones(1, t))),
+             n("Slice", ["ones", "s0", "s16"], ["o16"], axes=[1]), n("MatMul", ["o16", "W4"], ["z"])]
+    inits = [const(k, v) for k, v in w.items()] + [
+        const("B1", rng.standard_normal(24).astype(t)), const("B2", rng.standard_normal(20).astype(t)),
+        const("zero", np.zeros((), t)), const("s0", np.array([0])), const("s16", np.array([16])),
+        const("s1", np.array([1]))]
+    model = make(nodes, [tensor("x", elem, ["n", 16])], [tensor("y", elem, None), tensor("z", elem, None)],
+                 inits, opset=13)
+    return model, w
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("half", [False, True], ids=["float32", "float16"])
+def test_packed_weights_are_held_once_with_the_same_bits(tmp_path, mode, half):
+    """The products' weights live only in their packed layouts (no longer constants of the
+    graph); every plan -- two batch sizes, a dynamic step, a product folded when the plan
+    is made -- gives the bits of the graph that keeps them; the optimised model written
+    out holds them as the model had them; asking for one by name is refused."""
+    model, w = _weights_model(half)
+    opts = dict(mode=mode, intra_op_threads=1)
+    packed = graphrt.Session(model, graphrt.SessionOptions(optimization_level="all", **opts))
+    kept = graphrt.Session(model, graphrt.SessionOptions(optimization_level="basic", **opts))
+    assert packed.pass_counts["pack_weights"] == 4
+    names = packed._graph.value_names
+    assert not {names[v] for v in packed._graph.constants} & set(w)
+    for rows in (7, 130, 7):
+        x = rng.standard_normal((rows, 16)).astype(np.float16 if half else np.float32)
+        for got, want in zip(packed.run(None, {"x": x}), kept.run(None, {"x": x})):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    path = tmp_path / "opt.onnx"
+    packed.save_optimized(str(path))
+    saved = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
+    for k, v in w.items():
+        assert saved[k].dtype == v.dtype and np.array_equal(saved[k], v), k
+    with pytest.raises(graphrt.SessionError, match="W2"):
+        packed.run(["W2"], {"x": x})

@@ -144,3 +144,25 @@ def sink_constant_nodes(pg: PassGraph) -> int:
     # a node that moved sits after a node that came after it
     return sum(1 for k, n in enumerate(placed) if any(where[id(m)] > where[id(n)]
                                                       for m in placed[:k]))
+
+
+def pack_weights(pg: PassGraph) -> int:
+    """A constant that one node reads, once, and whose kernel takes it over in a layout of
+    its own (OpKernel.take_constant: a product's weights as the micro-kernel's panels, laid
+    out now rather than at the first plan) stops being a value of the graph: the model's
+    array is let go, so the weights are held once, not twice. The same layout the kernel
+    made before, so the same bits. Returns how many constants were taken."""
+    consumers = pg.consumers()
+    taken: dict[int, tuple[CompiledNode, list]] = {}
+    for vid, value in list(pg.g.constants.items()):
+        node = pg.only_reader(vid, consumers)
+        if node is None or node.inputs.count(vid) != 1:
+            continue
+        j = node.inputs.index(vid)
+        if node.kernel.take_constant(j, value, pg.g.value_names[vid], pg.exact):
+            taken.setdefault(id(node), (node, []))[1].append(j)
+            del pg.g.constants[vid]
+    for node, positions in taken.values():
+        pg.replace([node], [CompiledNode(node.info, node.kernel, tuple(
+            -1 if j in positions else i for j, i in enumerate(node.inputs)), node.outputs)])
+    return sum(len(p) for _, p in taken.values())

@@ -20,10 +20,14 @@ def to_onnx(graph, opsets: dict) -> onnx.ModelProto:
         return names[vid] if vid >= 0 else ""
 
     nodes = []
+    taken = []          # weights that kernels took over (pack_weights), as the model had them
     for n in graph.nodes:
         k = n.kernel
         # captured outer values are implicit in ONNX: only a node's declared inputs are written
         ins = [name(i) for i in (n.inputs if isinstance(k, FusedEpilogue) else n.inputs[:n.info.n_inputs])]
+        for j, (weight, value) in k.taken_constants().items():
+            ins[j] = weight
+            taken.append(numpy_helper.from_array(value, weight))
         if isinstance(k, FusedEpilogue):
             nodes.append(helper.make_node("FusedEpilogue", ins, [name(o) for o in n.outputs], n.info.name,
                                           domain=DOMAIN, stages=k.describe()))
@@ -31,7 +35,7 @@ def to_onnx(graph, opsets: dict) -> onnx.ModelProto:
             nodes.append(helper.make_node(n.info.op_type, ins, [name(o) for o in n.outputs], n.info.name,
                                           domain=n.info.domain, **_attrs(n.info.attrs, opsets)))
     inits = [numpy_helper.from_array(np.asarray(v), names[vid]) for vid, v in graph.constants.items()
-             if v.dtype != object]
+             if v.dtype != object] + taken
     g = helper.make_graph(nodes, "optimized", [_info(i) for i in graph.inputs],
                           [_info(o) for o in graph.outputs], inits)
     ops = [helper.make_opsetid(d, v) for d, v in opsets.items()] + [helper.make_opsetid(DOMAIN, 1)]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..errors import ErrorKind, SessionError
 from ..options import OptimizationLevel as L
 from .basic import (collapse_reshapes, collapse_transposes, eliminate_identities, fold_constants,
-                    sink_constant_nodes)
+                    pack_weights, sink_constant_nodes)
 from .fusion import (fold_conv_batchnorm, fuse_epilogues, recognize_attention, recognize_gelu,
                      recognize_layernorm, recognize_swish)
 from .graph import LEVELS, GraphPass, PassGraph
@@ -28,6 +28,8 @@ ALL: tuple[GraphPass, ...] = (
     GraphPass("recognize_attention", L.ALL, False, recognize_attention),
     GraphPass("fuse_epilogues", L.ALL, True, fuse_epilogues),
     GraphPass("sink_constant_nodes", L.BASIC, True, sink_constant_nodes),
+    # last: the nodes that read the weights are final (no pass looks at a taken constant)
+    GraphPass("pack_weights", L.ALL, True, pack_weights),
 )
 
 

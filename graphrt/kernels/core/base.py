@@ -97,6 +97,19 @@ class OpKernel:
         from the two nodes, so never asked in exact mode."""
         return False
 
+    # -- the hooks of the weight-packing pass (passes/basic.py pack_weights) ---------------
+    def take_constant(self, i: int, value: np.ndarray, name: str, exact: bool) -> bool:
+        """Take over constant input ``i`` (its value and name) in a layout of the kernel's
+        own, which every plan will read whatever the other inputs' shapes, so that the node
+        stops reading the value and the graph can let it go; infer then finds the input as
+        before (``InferContext.supply``). True when taken; the default declines."""
+        return False
+
+    def taken_constants(self) -> dict:
+        """{position: (name, value)} of the inputs ``take_constant`` took, the value as the
+        model had it (for writing the graph out)."""
+        return {}
+
 
 def step_calls(kernel: OpKernel, ctx: RunContext):
     """``kernel.jit_calls(ctx)``, or None where a subclass overrides ``run`` below the class
@@ -251,6 +264,11 @@ class InferContext:
             value = value.copy()
         self.constants[i] = value
         self.set_output(i, value.dtype, value.shape)
+
+    def supply(self, i: int, dtype, shape: tuple, value) -> None:
+        """Input ``i`` as a constant the kernel itself keeps (OpKernel.take_constant): the
+        node no longer reads it, so the plan does not know it."""
+        self._dtypes[i], self._shapes[i], self._values[i] = dtype, shape, value
 
     def require_run_time_values(self) -> None:
         self.needs_values = True

@@ -33,6 +33,13 @@ class FusedEpilogue(OpKernel):
     def describe(self) -> str:
         return "+".join([self.primary.node.op_type] + [s.kernel.node.op_type for s in self.stages])
 
+    def take_constant(self, i: int, value, name: str, exact: bool) -> bool:
+        """The primary's inputs come first: it may take one of those."""
+        return i < self.n_primary and self.primary.take_constant(i, value, name, exact)
+
+    def taken_constants(self) -> dict:
+        return self.primary.taken_constants()
+
     def _stage_inputs(self, stage: Stage, prev, values):
         ins = [values[i] for i in stage.extra]
         ins.insert(stage.chained, prev)

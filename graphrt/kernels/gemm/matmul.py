@@ -33,7 +33,21 @@ class MatMul(OpKernel):
         super().__init__(node)
         self._b = ConstantB()
 
+    def take_constant(self, i: int, value: np.ndarray, name: str, exact: bool) -> bool:
+        """B when it is a float matrix of more than one column (the product then always
+        reads it as ConstantB lays it out)."""
+        if i != 1 or not ConstantB.can_take(value) or \
+                value.shape[0 if self.trans_b else 1] < 2:
+            return False
+        self._b.take(value, self.trans_b, compute_dtype(value.dtype), exact, name)
+        return True
+
+    def taken_constants(self) -> dict:
+        taken = self._b.taken()
+        return {} if taken is None else {1: taken}
+
     def infer(self, ctx: InferContext) -> None:
+        self._b.supply(ctx, 1)
         dt = ctx.same_dtype(0, 1)
         ctx.check_dtype(0, self.ALLOWED)
         sa, sb = tuple(ctx.shape(0)), tuple(ctx.shape(1))
@@ -128,7 +142,11 @@ class Gemm(OpKernel):
         self.beta = float(node.attr("beta", 1.0))
         self._b = ConstantB()
 
+    take_constant = MatMul.take_constant
+    taken_constants = MatMul.taken_constants
+
     def infer(self, ctx: InferContext) -> None:
+        self._b.supply(ctx, 1)
         has_c = ctx.has_input(2)
         dt = ctx.same_dtype(0, 1, 2) if has_c else ctx.same_dtype(0, 1)
         ctx.check_dtype(0, self.ALLOWED)

@@ -432,17 +432,25 @@ class ConstantB:
     panels (microkernel.pack_panels: b_strides (NR, K), ``panels``); elsewhere as k-major
     rows (a copy only where B is transposed or of another type). Made on first use and kept
     while the kernel's input is the same array (its plans share it); each element's chain
-    is the same as over the input itself, so are the bits."""
+    is the same as over the input itself, so are the bits.
 
-    __slots__ = ("_of", "_flat", "strides", "panels")
+    ``take`` makes it the only copy (the weight-packing pass, OpKernel.take_constant): the
+    layout is made now, the model's array let go, and the kernel's infer finds in its
+    place ``stand_in``, an array of B's type and shape that holds no data (every element
+    NaN, through a zero stride) and that ``of`` answers with the layout."""
+
+    __slots__ = ("_of", "_flat", "strides", "panels", "_taken")
 
     def __init__(self):
-        self._of = self._flat = None
+        self._of = self._flat = self._taken = None
 
     def of(self, b: np.ndarray, trans: bool, dtype, exact: bool) -> np.ndarray:
         """The flat layout; ``strides`` and ``panels`` then describe it for Product."""
         key = (np.dtype(dtype), own_tiles(dtype, exact))
         if self._of is None or self._of[0] is not b or self._of[1:] != key:
+            if self._taken is not None:     # (the stand-in holds no data to lay out)
+                raise SessionError(ErrorKind.UNSUPPORTED, "a packed weight was asked for in "
+                                   f"another layout ({key} after {self._of[1:]})")
             bk = np.asarray(b).T if trans else np.asarray(b)
             k, n = bk.shape
             self.panels = key[1]
@@ -454,6 +462,37 @@ class ConstantB:
                 self.strides = (n, 1)
             self._of = (b,) + key
         return self._flat
+
+    @staticmethod
+    def can_take(b: np.ndarray) -> bool:
+        """A float matrix (a stand-in of NaN can take its place)."""
+        return b.ndim == 2 and b.dtype.kind == "f"
+
+    def take(self, b: np.ndarray, trans: bool, dtype, exact: bool, name: str) -> None:
+        """Lay ``b`` out now and keep only the layout (see the class docstring)."""
+        self.of(b, trans, dtype, exact)
+        stand_in = np.broadcast_to(np.full((), np.nan, b.dtype), b.shape)
+        self._taken = (name, stand_in, trans, b.dtype)
+        self._of = (stand_in,) + self._of[1:]
+
+    def supply(self, ctx, i: int) -> None:
+        """Give infer's ``ctx`` the taken B as input ``i`` (InferContext.supply)."""
+        if self._taken is not None:
+            stand_in = self._taken[1]
+            ctx.supply(i, stand_in.dtype, stand_in.shape, stand_in)
+
+    def taken(self) -> tuple | None:
+        """(name, B as the model had it, rebuilt from the layout) once taken, else None."""
+        if self._taken is None:
+            return None
+        name, stand_in, trans, dtype = self._taken
+        k, n = stand_in.shape[::-1] if trans else stand_in.shape
+        if self.panels:
+            nr = self.strides[0]
+            bk = self._flat.reshape(-1, k, nr).transpose(1, 0, 2).reshape(k, -1)[:, :n]
+        else:
+            bk = self._flat.reshape(k, n)
+        return name, np.ascontiguousarray(bk.T if trans else bk).astype(dtype)
 
 
 # ----------------------------------------------------------------------- the product API

@@ -39,3 +39,28 @@ def aligned_copy(a, dtype=None) -> np.ndarray:
     out = aligned_empty(a.shape, dt)
     np.copyto(out, a, casting="unsafe")
     return out
+
+
+def _malloc_trim():
+    try:
+        import ctypes
+        import ctypes.util
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc.malloc_trim
+    except (OSError, AttributeError):       # not glibc: nothing to call
+        return None
+
+
+_TRIM: list = []
+
+
+def return_free_memory() -> None:
+    """Give the C heap's free pages back to the system (glibc's malloc_trim; elsewhere
+    nothing). Called once a session is made: the model's arrays a session lets go (the
+    protobuf's, a product's weights it keeps laid out for itself) sit in the heap, and
+    glibc keeps them, because the model file's bytes, freed before, raised its threshold for
+    giving memory back to their size (bert: 15 MiB of the process kept otherwise)."""
+    if not _TRIM:
+        _TRIM.append(_malloc_trim())
+    if _TRIM[0] is not None:
+        _TRIM[0](0)

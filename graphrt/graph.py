@@ -146,15 +146,23 @@ class CompiledGraph:
                                                   caps, is_body=True, known=known))
             return compile_body
 
+        # the IrGraph, for kernels made over the graph (Gradient), while the kernels are
+        # made: not after, so that no node keeps the model's arrays alive
+        making = [g]
+
+        def scope():
+            return making[0] if making else None
+
         self.nodes: list[CompiledNode] = []
         for n, ins, outs, caps, opdef, opset in resolved:
             _check(cancel)
             info = NodeInfo(n.name, n.op_type, n.domain, opset, n.attrs, len(n.inputs), len(outs),
-                            body_compiler(caps), g)
+                            body_compiler(caps), scope)
             kernel = _make_kernel(opdef, info)
             if kernel.fixed_output is not None and outs[0] >= 0:
                 made_constants[outs[0]] = kernel.fixed_output
             self.nodes.append(CompiledNode(info, kernel, ins, outs))
+        making.clear()
 
         if self.exact:
             lacking = sorted({c.info.op_type for c in self.nodes if not c.kernel.supports_exact})

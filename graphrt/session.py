@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from . import dtypes as _dt, packed, threads
+from .aligned import return_free_memory
 from .compiling import MONITOR, settle
 from .errors import ErrorKind, SessionError
 from .graph import CompiledGraph
@@ -43,6 +44,7 @@ class Session:
         compile_share.prefetch_tiles([n.kernel for n in self._graph.nodes], self.options.exact)
         self._opsets = dict(model.opsets)
         self.model_info = model.info       # producer, description, version, metadata_props
+        del model           # (its arrays: those the passes let go are freed with it)
         self._threads = threads.resolve(self.options.intra_op_threads)
         token = threads.PLAN_THREADS.set(self._threads)
         from .passes.table import run_passes    # (the kernel families its passes know)
@@ -65,6 +67,7 @@ class Session:
         self._output_pos = {info.name: i for i, info in enumerate(self._graph.outputs)}
         self._value_ids = None
         self._made = None
+        return_free_memory()
         settle()
 
     # -- description -------------------------------------------------------------------

@@ -536,3 +536,26 @@ def test_packed_weights_are_held_once_with_the_same_bits(tmp_path, mode, half):
         assert saved[k].dtype == v.dtype and np.array_equal(saved[k], v), k
     with pytest.raises(graphrt.SessionError, match="W2"):
         packed.run(["W2"], {"x": x})
+
+
+def test_a_session_holds_a_product_s_weights_once():
+    """After a run, the memory a session holds (numpy's allocations, traced) holds one copy
+    of a 4 MiB weight with pack_weights (the packed layout), two without it (the model's
+    array and the layout); besides, the product's scratch for its rows (0.3 of the weight)."""
+    import gc
+    import tracemalloc
+    w = rng.standard_normal((1024, 1024)).astype(np.float32)
+    model = make([n("MatMul", ["x", "W"], ["y"])], [tensor("x", F, [2, 1024])], [tensor("y", F, None)],
+                 [const("W", w)]).SerializeToString()
+    x = rng.standard_normal((2, 1024)).astype(np.float32)
+    held = {}
+    for level in ("basic", "all"):
+        gc.collect()
+        tracemalloc.start()
+        sess = graphrt.Session(model, graphrt.SessionOptions(optimization_level=level))
+        sess.run(None, {"x": x})
+        gc.collect()
+        held[level] = tracemalloc.get_traced_memory()[0] / w.nbytes
+        tracemalloc.stop()
+        del sess
+    assert held["basic"] - held["all"] > 0.9 and held["all"] < 1.5, held

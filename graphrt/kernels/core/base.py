@@ -32,7 +32,7 @@ class NodeInfo:
     n_inputs: int               # declared inputs; captured outer values follow them
     n_outputs: int
     compile_body: Callable | None = None   # IrGraph -> runnable body (subgraph operators)
-    scope: object = None        # the IrGraph holding the node (for operators over the graph)
+    scope: Callable | None = None   # () -> the IrGraph holding the node, while kernels are made
 
     def attr(self, key, default=None):
         return self.attrs.get(key, default)

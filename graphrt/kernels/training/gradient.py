@@ -43,7 +43,7 @@ class Gradient(OpKernel):
     def __init__(self, node):
         super().__init__(node)
         xs, y = list(node.attr("xs", [])), node.attr("y")
-        scope: IrGraph = node.scope
+        scope: IrGraph | None = node.scope() if node.scope is not None else None
         if not xs or y is None or scope is None:
             node.fail("attributes 'xs' and 'y' are required")
         if node.n_inputs != len(xs) or node.n_outputs != len(xs):

@@ -1,4 +1,5 @@
-"""ONNX protobuf -> IrModel. The only module that touches protobuf.
+"""ONNX protobuf -> IrModel. The only module that touches protobuf (its message classes:
+onnx_proto.py, without importing the onnx package).
 
 Weights are copied out of the protobuf so the caller may drop the ModelProto. External data
 is read relative to the model's folder and may not name a file outside it.
@@ -9,19 +10,17 @@ import io
 import os
 
 import numpy as np
-import onnx
-from onnx import numpy_helper
 
-from . import attribute_types, dtypes
+from . import attribute_types, dtypes, onnx_proto
 from .aligned import aligned_copy
 from .errors import ErrorKind, SessionError
 from .ir import IrGraph, IrModel, IrNode, ModelInfo, TensorInfo
 from .options import CancelToken
 
 
-_TP = onnx.TensorProto
+_TP = onnx_proto.TensorProto
+_AP = onnx_proto.AttributeProto
 UNREADABLE = "not a readable ONNX model"      # how a protobuf that fails to parse is reported
-_PACKED_BITS = {_TP.UINT4: 4, _TP.INT4: 4, _TP.FLOAT4E2M1: 4, _TP.UINT2: 2, _TP.INT2: 2}
 
 
 class ModelSource:
@@ -45,6 +44,7 @@ class ModelSource:
             if _stamp(self._path) != self._stamp:
                 raise OSError("changed since the session was made")
             if self._external:
+                import onnx         # (its loader puts the external data in line)
                 return onnx.load(self._path).SerializeToString()
             with open(self._path, "rb") as f:
                 return f.read()
@@ -67,24 +67,24 @@ def read_model(src, cancel: CancelToken | None = None,
     not read; each must have the initializer's element type and dims."""
     base_dir = path = data = None
     try:
-        if isinstance(src, onnx.ModelProto):
+        if onnx_proto.is_model(src):
             proto = src
         elif isinstance(src, (bytes, bytearray, memoryview)):
             data = bytes(src)
-            proto = onnx.load_model_from_string(data)
+            proto = onnx_proto.ModelProto.FromString(data)
         elif isinstance(src, (str, os.PathLike)):
             path = os.path.abspath(os.fspath(src))
             if not os.path.isfile(path):
                 raise SessionError(ErrorKind.INVALID_MODEL, f"no model file at {os.fspath(src)!r}")
             base_dir = os.path.dirname(path)
             with open(path, "rb") as f:
-                proto = onnx.load_model_from_string(f.read())
+                proto = onnx_proto.ModelProto.FromString(f.read())
         elif isinstance(src, io.IOBase) or hasattr(src, "read"):
             data = src.read()
             if not isinstance(data, (bytes, bytearray)):
                 raise SessionError(ErrorKind.INVALID_MODEL, "the file object must be opened in binary mode")
             data = bytes(data)
-            proto = onnx.load_model_from_string(data)
+            proto = onnx_proto.ModelProto.FromString(data)
         else:
             raise SessionError(ErrorKind.INVALID_MODEL,
                                f"cannot load a model from a {type(src).__name__}")
@@ -115,7 +115,7 @@ def read_model(src, cancel: CancelToken | None = None,
     return model, ModelSource(proto.SerializeToString() if data is None else data)
 
 
-def _check_text(proto: onnx.ModelProto) -> None:
+def _check_text(proto) -> None:
     """Names, operator types and domains must be UTF-8 text; protobuf hands an invalid one
     over as bytes, which would fail far from here."""
     def bad(v, what):
@@ -145,13 +145,13 @@ def _check_text(proto: onnx.ModelProto) -> None:
     graph(proto.graph)
 
 
-def _inline_functions(proto: onnx.ModelProto) -> onnx.ModelProto:
+def _inline_functions(proto):
     """The model with its local functions (ModelProto.functions, which onnxscript and
     torch's exporter write) expanded in place of the nodes that call them, each body with
     its function's own opset imports (onnx's inliner)."""
     from onnx import inliner
     try:
-        return inliner.inline_local_functions(proto)
+        return inliner.inline_local_functions(onnx_proto.to_onnx(proto))
     except Exception as e:  # noqa: BLE001 - onnx's inliner raises plain errors
         raise SessionError(ErrorKind.INVALID_MODEL,
                            f"the model's local functions cannot be expanded: {e}") from None
@@ -168,7 +168,7 @@ class _Importer:
         if self.cancel is not None and self.cancel.cancelled:
             raise SessionError(ErrorKind.CANCELLED, "cancelled while importing the model")
 
-    def graph(self, g: onnx.GraphProto, supplied: dict | None = None) -> IrGraph:
+    def graph(self, g, supplied: dict | None = None) -> IrGraph:
         inits = {}
         supplied = supplied or {}
         for t in g.initializer:
@@ -194,7 +194,7 @@ class _Importer:
         return IrGraph(g.name, nodes, [value_info(v) for v in g.input],
                        [value_info(v) for v in g.output], inits, infos)
 
-    def check_attribute_types(self, n: onnx.NodeProto, name: str) -> None:
+    def check_attribute_types(self, n, name: str) -> None:
         """Attributes whose type differs from the operator's schema make a bad model."""
         domain = "" if n.domain in ("", "ai.onnx") else n.domain
         version = self.opsets.get(domain)
@@ -208,21 +208,21 @@ class _Importer:
             if want is not None and a.type != want:
                 raise SessionError(ErrorKind.INVALID_MODEL,
                                    f"{n.op_type}: attribute {a.name!r} must be "
-                                   f"{onnx.AttributeProto.AttributeType.Name(want)}, got "
-                                   f"{onnx.AttributeProto.AttributeType.Name(a.type)}", name)
+                                   f"{_AP.AttributeType.Name(want)}, got "
+                                   f"{_AP.AttributeType.Name(a.type)}", name)
 
-    def tensor(self, t: onnx.TensorProto) -> np.ndarray:
-        if t.data_type == onnx.TensorProto.UNDEFINED:
+    def tensor(self, t) -> np.ndarray:
+        if t.data_type == _TP.UNDEFINED:
             raise SessionError(ErrorKind.INVALID_MODEL, f"tensor {t.name!r} has no element type")
-        if t.data_location == onnx.TensorProto.EXTERNAL:
+        if t.data_location == _TP.EXTERNAL:
             return self.external(t)
         try:
-            arr = numpy_helper.to_array(t)
+            arr = onnx_proto.to_array(t)
         except Exception as e:
             raise SessionError(ErrorKind.INVALID_MODEL, f"tensor {t.name!r} cannot be read: {e}") from None
         return _own(arr)
 
-    def sparse(self, st: onnx.SparseTensorProto) -> np.ndarray:
+    def sparse(self, st) -> np.ndarray:
         values = self.tensor(st.values)
         idx = self.tensor(st.indices).astype(np.int64)
         dense = np.zeros(tuple(st.dims), dtype=values.dtype)
@@ -232,7 +232,7 @@ class _Importer:
             dense[tuple(idx.T)] = values
         return dense
 
-    def external(self, t: onnx.TensorProto) -> np.ndarray:
+    def external(self, t) -> np.ndarray:
         self.read_external = True
         info = {e.key: e.value for e in t.external_data}
         where = f"external data of tensor {t.name!r}"
@@ -253,7 +253,7 @@ class _Importer:
             raise SessionError(ErrorKind.UNSUPPORTED, f"{where}: {e}") from None
         count = int(np.prod(t.dims, dtype=np.int64))
         offset = int(info.get("offset", 0))
-        bits = _PACKED_BITS.get(t.data_type)        # 4- and 2-bit types: packed in the file
+        bits = onnx_proto.PACKED_BITS.get(t.data_type)        # 4- and 2-bit types: packed in the file
         stored = count * dtype.itemsize if bits is None else (count * bits + 7) // 8
         length = int(info.get("length", stored))
         if length != stored:
@@ -266,17 +266,10 @@ class _Importer:
             raise SessionError(ErrorKind.INVALID_MODEL, f"{where}: {e}") from None
         if len(data) != length:
             raise SessionError(ErrorKind.INVALID_MODEL, f"{where}: file {location!r} is too short")
-        if bits is not None:                        # onnx unpacks the packed types
-            inline = onnx.TensorProto()
-            inline.CopyFrom(t)
-            del inline.external_data[:]
-            inline.data_location = onnx.TensorProto.DEFAULT
-            inline.raw_data = data
-            return _own(numpy_helper.to_array(inline))
-        return np.frombuffer(data, dtype=dtype.newbyteorder("<")).astype(dtype).reshape(tuple(t.dims))
+        return _own(onnx_proto.from_raw(data, t.data_type, tuple(t.dims)))
 
-    def attribute(self, a: onnx.AttributeProto, node: str):
-        T = onnx.AttributeProto
+    def attribute(self, a, node: str):
+        T = _AP
         if a.type == T.FLOAT:
             return float(a.f)
         if a.type == T.INT:
@@ -304,7 +297,7 @@ class _Importer:
         raise SessionError(ErrorKind.INVALID_MODEL, f"attribute {a.name!r} has an unknown type", node)
 
 
-def value_info(v: onnx.ValueInfoProto) -> TensorInfo:
+def value_info(v) -> TensorInfo:
     t = v.type
     which = t.WhichOneof("value")
     text = type_name(t)
@@ -338,7 +331,7 @@ def type_name(tp) -> str:
     which = tp.WhichOneof("value")
     if which in ("tensor_type", "sparse_tensor_type"):
         code = getattr(tp, which).elem_type
-        name = onnx.TensorProto.DataType.Name(code).lower() if code in onnx.TensorProto.DataType.values() \
+        name = _TP.DataType.Name(code).lower() if code in _TP.DataType.values() \
             else "undefined"
         return f"{'tensor' if which == 'tensor_type' else 'sparse_tensor'}({name})"
     if which == "sequence_type":
@@ -346,7 +339,7 @@ def type_name(tp) -> str:
     if which == "optional_type":
         return f"optional({type_name(tp.optional_type.elem_type)})"
     if which == "map_type":
-        key = onnx.TensorProto.DataType.Name(tp.map_type.key_type).lower()
+        key = _TP.DataType.Name(tp.map_type.key_type).lower()
         return f"map({key},{type_name(tp.map_type.value_type)})"
     return ""
 
@@ -370,7 +363,7 @@ def _dim(d):
     return None
 
 
-def _supplied(t: onnx.TensorProto, value) -> np.ndarray:
+def _supplied(t, value) -> np.ndarray:
     arr = np.asarray(value)
     try:
         want = dtypes.to_numpy(t.data_type)

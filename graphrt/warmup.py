@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import time
 
-import onnx
-from onnx import TensorProto, helper
-
 from .compare import random_feeds
 from .compiling import compiled
 from .errors import SessionError
+from .onnx_proto import TensorProto
 from .options import SessionOptions
 from .plan import warm
 from .session import Session
@@ -72,8 +70,10 @@ COMMON = [
 SETS = {"common": COMMON}
 
 
-def common_model(op: str, attrs: dict, inputs) -> onnx.ModelProto:
-    """One node of ``op`` over inputs named x0, x1, ... (dims with "n" symbolic)."""
+def common_model(op: str, attrs: dict, inputs):
+    """One node of ``op`` over inputs named x0, x1, ... (dims with "n" symbolic), as an
+    onnx.ModelProto (onnx imported here, not with graphrt)."""
+    from onnx import helper
     names = [f"x{i}" for i in range(len(inputs))]
     node = helper.make_node(op, names, ["y"], **attrs)
     ins = [helper.make_tensor_value_info(n, t, list(d)) for n, (d, t) in zip(names, inputs)]

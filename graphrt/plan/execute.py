@@ -72,6 +72,11 @@ def _run_program(plan, state, program, cancel, poison, timings, sharing) -> None
     else:
         _run_checked(plan, state, program.by_steps, cancel, poison, timings, sharing)
         plan.runs += 1
+        if timings is None and not poison:
+            # the blocked form the next run takes, made now: its kernels are all loaded
+            # by now, and making it (the block interpreter's and trampolines' code, 3-5 ms
+            # in a new process) would be most of a small model's second run
+            program.scheduled(plan, state)
 
 
 def _run(plan: ExecutionPlan, state: RunState, program: list, cancel) -> None:

@@ -15,7 +15,8 @@ Static views and steps whose calls are none have no instruction.
 A state has two forms of its program: by steps (every step's own calls through numba's
 dispatchers), which the checked loop runs -- with a profile's timings, poisoning, and at a
 plan's first run, whose calls compile the kernels -- and blocked (``blocked``), which the
-plain loop runs from the second run on. Both are made from each step's calls, once per state;
+plain loop runs from the second run on (made at the end of the plan's first run, else at
+the state's first). Both are made from each step's calls, once per state;
 nothing is compiled for a plan. The loops are in plan/execute.py.
 """
 from __future__ import annotations
@@ -149,7 +150,8 @@ class Block:
 
 class Program:
     """A run state's program in its two forms (the module docstring): ``by_steps``, and
-    ``plain``, the blocked form (made at the state's first run after the plan's first)."""
+    ``plain``, the blocked form (made at the end of the plan's first run, or at a later
+    state's first)."""
 
     __slots__ = ("by_steps", "plain")
 

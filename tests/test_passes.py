@@ -559,3 +559,18 @@ def test_a_session_holds_a_product_s_weights_once():
         tracemalloc.stop()
         del sess
     assert held["basic"] - held["all"] > 0.9 and held["all"] < 1.5, held
+
+
+def test_a_packed_weight_is_laid_out_again_for_another_gemm_path(monkeypatch):
+    """GRAPHRT_GEMM, read when a plan is made, changed after the session packed its
+    weights: the next plan lays them out again from the layout it has (the model's array is
+    gone) and gives the bits of the graph that kept them."""
+    model, _ = _weights_model(False)
+    opts = dict(intra_op_threads=1)
+    packed = graphrt.Session(model, graphrt.SessionOptions(optimization_level="all", **opts))
+    kept = graphrt.Session(model, graphrt.SessionOptions(optimization_level="basic", **opts))
+    packed.run(None, {"x": rng.standard_normal((9, 16)).astype(np.float32)})
+    monkeypatch.setenv("GRAPHRT_GEMM", "loop")
+    x = rng.standard_normal((33, 16)).astype(np.float32)
+    for got, want in zip(packed.run(None, {"x": x}), kept.run(None, {"x": x})):
+        assert np.array_equal(got.view(np.uint8), want.view(np.uint8))

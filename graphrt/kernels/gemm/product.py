@@ -448,10 +448,12 @@ class ConstantB:
         """The flat layout; ``strides`` and ``panels`` then describe it for Product."""
         key = (np.dtype(dtype), own_tiles(dtype, exact))
         if self._of is None or self._of[0] is not b or self._of[1:] != key:
-            if self._taken is not None:     # (the stand-in holds no data to lay out)
-                raise SessionError(ErrorKind.UNSUPPORTED, "a packed weight was asked for in "
-                                   f"another layout ({key} after {self._of[1:]})")
-            bk = np.asarray(b).T if trans else np.asarray(b)
+            source = b
+            if self._taken is not None and b is self._taken[1]:
+                # another layout of a taken B (GRAPHRT_GEMM changed): from the one it has,
+                # the stand-in holding no data
+                source = self.taken()[1]
+            bk = np.asarray(source).T if trans else np.asarray(source)
             k, n = bk.shape
             self.panels = key[1]
             if self.panels:

@@ -7,6 +7,7 @@ laid out per plan and the model's initializers are allocated here.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -41,17 +42,14 @@ def aligned_copy(a, dtype=None) -> np.ndarray:
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def _malloc_trim():
     try:
         import ctypes
         import ctypes.util
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.malloc_trim
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
     except (OSError, AttributeError):       # not glibc: nothing to call
         return None
-
-
-_TRIM: list = []
 
 
 def return_free_memory() -> None:
@@ -60,7 +58,6 @@ def return_free_memory() -> None:
     protobuf's, a product's weights it keeps laid out for itself) sit in the heap, and
     glibc keeps them, because the model file's bytes, freed before, raised its threshold for
     giving memory back to their size (bert: 15 MiB of the process kept otherwise)."""
-    if not _TRIM:
-        _TRIM.append(_malloc_trim())
-    if _TRIM[0] is not None:
-        _TRIM[0](0)
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)

@@ -24,12 +24,33 @@ def held_buffer(dtype, shape: tuple, holder: dict | None = None, use: str = "") 
     thread's holder when None), made at the first request; ``use`` keeps a kernel's buffers
     apart from others of the same type and shape that its own calls take at the same time
     (the products' scratch)."""
-    if holder is None:
-        holder = getattr(_THREADS, "holder", None)
-        if holder is None:
-            holder = _THREADS.holder = {}
+    holder = _of_thread() if holder is None else holder
     key = (use, np.dtype(dtype), shape)
     buf = holder.get(key)
     if buf is None:
         buf = holder[key] = aligned_empty(shape, key[1])
     return buf
+
+
+def shared_buffer(dtype, shape: tuple, holder: dict | None = None, use: str = "") -> np.ndarray:
+    """A buffer of ``dtype`` and ``shape`` for scratch that a step's calls alone use while
+    they run, shared by every step of the holder's run state that asks with ``use``: one
+    allocation, the largest asked for so far, of which this is a view (a larger request
+    makes a larger one; steps that took the smaller keep it). Steps of a run state run one
+    after another, so their scratch can be one buffer instead of one per shape (yolo's
+    convolutions: nine buffers of 0.1-2.8 MiB)."""
+    holder = _of_thread() if holder is None else holder
+    key = ("shared " + use, np.dtype(dtype))
+    n = int(np.prod(shape, dtype=np.int64))
+    buf = holder.get(key)
+    if buf is None or buf.size < n:
+        buf = holder[key] = aligned_empty((n,), key[1])
+    return buf[:n].reshape(shape)
+
+
+def _of_thread() -> dict:
+    """This Python thread's holder (for calls made and run without a run state)."""
+    holder = getattr(_THREADS, "holder", None)
+    if holder is None:
+        holder = _THREADS.holder = {}
+    return holder

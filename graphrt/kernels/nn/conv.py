@@ -31,7 +31,7 @@ from ..core.base import Calls, InferContext, OpKernel, RunContext, make_calls, s
 from ..core.broadcast import PARALLEL_MIN
 from ..core.floats import (compute_dtype, narrow, result_buffer, wide_calls, wide_constants,
                            widen_input)
-from ..core.held import held_buffer
+from ..core.held import shared_buffer
 from ..core.jit import Variants
 from ..core.pointwise import scale_shift_relu
 from ..core.runs import copy_run, zero_run
@@ -636,7 +636,7 @@ class Conv(GroupedConv):
         by calls too); None where the BLAS computes the products (Python around it)."""
         return wide_calls(ctx, lambda ins, outs: self._calls(
             ctx, ins[0], ins[1], ins[2] if len(ins) > 2 else None, outs[0],
-            lambda dt, n: held_buffer(dt, n, ctx.held, "conv"), ctx.held).jit(),
+            lambda dt, n: shared_buffer(dt, n, ctx.held, "conv"), ctx.held).jit(),
             getattr(ctx.prepared, "wide", None))
 
     def run(self, ctx: RunContext) -> None:

@@ -171,3 +171,44 @@ def test_deform_conv_matches_reference(xs, ws, attrs, out):
     close(exact, reference("DeformConv", [x, w, offset, b, mask], attrs, opset=19), 1e-4, 1e-5)
     expect_error(ErrorKind.INVALID_MODEL, ours, "DeformConv", [x, w, offset[:, :2]], attrs,
                  opset=19, match="offset of shape")
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_convolutions_of_a_run_share_one_scratch_buffer(mode):
+    """Three convolutions of different scratch sizes in one run state take one shared
+    allocation (core/held.py shared_buffer), and each gives the bits it gives alone (a
+    session of its own, so a buffer of its own)."""
+    import gc
+
+    from onnx import helper, numpy_helper
+
+    import graphrt
+    from graphrt.plan.state import RunState
+
+    from ...models import F, make, tensor
+    rng = np.random.default_rng(3)
+    layers = [("A", rng.standard_normal((8, 3, 3, 3)), dict(pads=[1, 1, 1, 1])),
+              ("B", rng.standard_normal((16, 8, 3, 3)), dict(strides=[2, 2], pads=[1, 1, 1, 1])),
+              ("C", rng.standard_normal((4, 16, 5, 5)), dict())]
+
+    def model(names):
+        nodes, inits, prev = [], [], "x"
+        for name, w, attrs in names:
+            nodes.append(helper.make_node("Conv", [prev, "W" + name], ["y" + name], **attrs))
+            inits.append(numpy_helper.from_array(w.astype(np.float32), "W" + name))
+            prev = "y" + name
+        return make(nodes, [tensor("x", F, None)], [tensor(prev, F, None)], inits)
+
+    opts = graphrt.SessionOptions(mode=mode, intra_op_threads=1)
+    x = rng.standard_normal((2, 3, 40, 40)).astype(np.float32)
+    whole = graphrt.Session(model(layers), opts)
+    for _ in range(3):
+        got = whole.run(None, {"x": x})[0]
+    want = x
+    for layer in layers:
+        want = graphrt.Session(model([layer]), opts).run(None, {"x": want})[0]
+    assert got.tobytes() == want.tobytes()
+    plan = whole._plans._entries[0][1].plan
+    state = next(o for o in gc.get_objects() if isinstance(o, RunState) and o.contexts and
+                 o.contexts[0] is not None and o.contexts[0].node is plan.steps[0].node.info)
+    assert [k for k in state.held if "conv" in str(k[0])] == [("shared conv", np.dtype(np.float32))]

@@ -41,8 +41,11 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from numba.cpython.unsafe.numbers import trailing_zeros
+
 from ...threads import ensure_layer
 from ..core.jit import rebind, task_forms
+from . import leafmasks
 
 LEQ, LT, GTE, GT, EQ, NEQ, MEMBER = range(7)
 AVERAGE, SUM, MIN, MAX = range(4)
@@ -120,6 +123,10 @@ class Forest:
         self.roots = (np.cumsum(sizes) - sizes).astype(np.int32)
         leaf = is_leaf[order]
         self.nan_first = bool(np.any(nan_first))
+        # trees of at most 64 leaves scanned by leaf bitmasks where that costs less
+        # (leafmasks.py)
+        self.masks_fit = leafmasks.pays(leaf, self.roots, int(self.common.sum()))
+        self._level = level.astype(np.int32) if self.masks_fit else None
         self.row = self.width * (2 if self.nan_first else 1)     # a copied row's length
         self.feature = np.where(leaf, 0, feature[order]).astype(np.int64)
         self._meta = (self.feature + self.width * nan_first[order]).astype(np.uint32)
@@ -136,7 +143,7 @@ class Forest:
         self._order, self._kids, self._leaf = order, kids, leaf
         self._split, self._mode = split[order], mode[order]
         self._nan_to_true, self._members = nan_to_true, members
-        self._weights, self._general, self._walk_args = {}, None, {}
+        self._weights, self._general, self._walk_args, self._masks = {}, None, {}, {}
         # the (target, weight) pairs of each renumbered leaf, in their original order
         self.pair_start, take = _ranges(np.where(is_leaf, pair_start[:-1], 0),
                                         np.where(is_leaf, pair_start[1:], 0), order)
@@ -152,6 +159,15 @@ class Forest:
             np.add.at(w, (rows, self.pair_target), self.pair_weight)
             self.weight, self.target = w.reshape(-1), np.zeros(0, np.int32)
 
+    def thresholds(self, dtype) -> np.ndarray:
+        """Each node's t' in ``dtype`` (module docstring; NaN at leaves)."""
+        dtype = np.dtype(dtype)
+        m, s = self._mode, self._split
+        strict = (m == LT) | (m == GTE)
+        t = np.where(strict, below(s, dtype), down(s, dtype)).astype(dtype)
+        t[self._leaf] = np.nan
+        return t
+
     def nodes(self, dtype) -> tuple:
         """The walk's nodes for inputs of ``dtype`` (float32 or float64): 16 bytes a node,
         so that a step touches one cache line: uint32 words [4 n], node i's feature word at
@@ -160,16 +176,26 @@ class Forest:
         offset] from the same memory. Gives (words, thresholds, shift, offset); made once
         per type by :meth:`scores`."""
         dtype = np.dtype(dtype)
-        m, s = self._mode, self._split
-        strict = (m == LT) | (m == GTE)
-        t = np.where(strict, below(s, dtype), down(s, dtype)).astype(dtype)
-        t[self._leaf] = np.nan
+        t = self.thresholds(dtype)
         words = np.zeros((t.size, 4), np.uint32)
         words[:, 0], words[:, 1] = self._meta, self._second
         words[:, 2:2 + dtype.itemsize // 4].view(dtype)[:, 0] = t
         flat = words.reshape(-1)
         shift, offset = (2, 2) if dtype.itemsize == 4 else (1, 1)
         return flat, flat.view(dtype), np.uint64(shift), np.uint64(offset)
+
+    def mask_tables(self, dtype) -> tuple:
+        """leafmasks.tables for inputs of ``dtype``, with the leaves as weight slots; made
+        once per type."""
+        dtype = np.dtype(dtype)
+        got = self._masks.get(dtype)
+        if got is None:
+            start, t, tree, mask, init, leaf_at = leafmasks.tables(
+                self._kids, self._leaf, self._level, self.roots.astype(np.int64), self._meta,
+                self.thresholds(dtype), self.row)
+            got = self._masks[dtype] = (leafmasks.scan_address(dtype), start, t, tree, mask,
+                                        init, self.slot[leaf_at])
+        return got
 
     def general(self):
         """The interpreter's tables, made on first use: feature, original mode, float64
@@ -209,15 +235,19 @@ class Forest:
                                 self.pair_target, self.weights(acc.dtype, pairs=True), agg,
                                 acc, take(np.bool_, acc.shape))
         block = self.block
+        masks = False
         if rows < LANES:
             how = "trees"
         else:
+            # the ensemble's trees scanned by leaf bitmasks, sixteen rows at a time
+            masks = leafmasks.USE and self.masks_fit and rows >= leafmasks.GROUP
+            step = leafmasks.GROUP if masks else LANES
             threads = numba.get_num_threads()
             how = threads > 1 and rows * max(self.n_trees, 1) >= PARALLEL_WORK and \
-                rows >= 2 * LANES
+                rows >= 2 * step
             if how:
                 # a batch of fewer than two blocks a thread gets smaller blocks
-                block = min(block, -(-rows // (threads * LANES)) * LANES)
+                block = min(block, -(-rows // (threads * step)) * step)
             # the row walks take their scratch by numba.get_thread_id, which links against
             # the threading layer even in serial code
             ensure_layer()
@@ -227,10 +257,18 @@ class Forest:
             fixed = self._walk_args[key] = (
                 self.roots, self.depth, self.common, self.nodes(x.dtype), self.slot,
                 self.weights(acc.dtype), self.target, self.dense)
-        work = take(x.dtype, (numba.config.NUMBA_NUM_THREADS if how is True else 1,
-                              min(rows, block) * self.row))
-        leaves = take(np.uint32, (self.n_trees,)) if how == "trees" else _NO_LEAVES
+        tasks = numba.config.NUMBA_NUM_THREADS if how is True else 1
         blocks = () if how == "trees" else (-(-rows // block),)
+        if masks:
+            roots, depth, _, nodes, slot, weight, target, dense = fixed
+            work = take(x.dtype, (tasks, (min(rows, block) + leafmasks.GROUP) * self.row))
+            v = take(np.uint64, (tasks, leafmasks.CHUNK * leafmasks.GROUP))
+            return _MASK_WALKS[how], (x.reshape(-1), f, rows, self.width, self.nan_first,
+                                      work, v, block, roots, depth, nodes, slot, weight,
+                                      target, dense, *self.mask_tables(x.dtype),
+                                      acc.reshape(-1), self.n_targets, *blocks)
+        work = take(x.dtype, (tasks, min(rows, block) * self.row))
+        leaves = take(np.uint32, (self.n_trees,)) if how == "trees" else _NO_LEAVES
         return _WALKS[how], (x.reshape(-1), f, rows, self.width, self.nan_first, work, leaves,
                              block, *fixed, acc.reshape(-1), self.n_targets, *blocks)
 
@@ -384,6 +422,51 @@ def _walk(x, f, rows, width, twice, work, leaves, block, roots, depth, common, n
                 r += 1
 
 
+def _mask_walk(x, f, rows, width, twice, work, vs, block, roots, depth, nodes, slot, weight,
+               target, dense, scan_at, start, thr, tree, mask, init, leaf_slot, acc, t,
+               blocks):
+    """The ``blocks`` blocks of rows through all the trees by leaf bitmasks (leafmasks.py),
+    GROUP rows at a time, the trees CHUNK at a time; a block's last rows short of a GROUP
+    walk as in _walk. ``work``: per thread, a block's copied rows and then the GROUP rows'
+    values word by word; ``vs``: per thread, a chunk's v words [tree, lane]."""
+    row = width * (2 if twice else 1)
+    n = roots.size
+    for b in prange(blocks):
+        lo = b * block
+        hi = min(rows, lo + block)
+        xb = work[numba.get_thread_id()]
+        v = vs[numba.get_thread_id()]
+        xt = xb[(hi - lo) * row:]
+        _copy_rows(x, f, lo, hi, width, twice, xb)
+        for q in range(lo * t, hi * t):
+            acc[q] = 0.0
+        g = lo
+        while g + GROUP <= hi:
+            for c in range(row):
+                for j in range(GROUP):
+                    xt[c * GROUP + j] = xb[(g - lo + j) * row + c]
+            for k0 in range(0, n, CHUNK):
+                k1 = min(n, k0 + CHUNK)
+                for k in range(k0, k1):
+                    for j in range(GROUP):
+                        v[(k - k0) * GROUP + j] = init[k]
+                scan(scan_at, xt, row, start, k0 // CHUNK * row, thr, tree, mask, v, 0)
+                for k in range(k0, k1):
+                    for j in range(GROUP):
+                        e = trailing_zeros(v[(k - k0) * GROUP + j])
+                        _add(acc, g + j, t, dense, leaf_slot[k * MOST_LEAVES + e], weight,
+                             target)
+            g += GROUP
+        while g < hi:
+            base = np.uint64((g - lo) * row)
+            for k in range(n):
+                i = np.uint64(roots[k])
+                for _ in range(depth[k]):
+                    i = _step(xb, base, i, nodes)
+                _add(acc, g, t, dense, slot[i], weight, target)
+            g += 1
+
+
 def _walk_trees(x, f, rows, width, twice, work, leaves, block, roots, depth, common, nodes,
                 slot, weight, target, dense, acc, t):
     """A few rows, each through LANES trees at a time. The leaves reached go to ``leaves``
@@ -487,6 +570,10 @@ def _walks() -> dict:
 
 
 _WALKS = _walks()
+_MASK_WALKS = dict(zip((False, True), task_forms(
+    # named by leafmasks' source, whose scan intrinsic numba's cache does not follow
+    _mask_walk, f"forest_mask_walk_{leafmasks.SOURCE_TAG[:12]}", GROUP=leafmasks.GROUP, CHUNK=leafmasks.CHUNK,
+    MOST_LEAVES=leafmasks.MOST_LEAVES, scan=leafmasks.scan)))
 _NO_LEAVES = np.zeros(0, np.uint32)
 
 

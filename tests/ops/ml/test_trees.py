@@ -169,6 +169,45 @@ def test_bits_do_not_depend_on_batch_or_threads(large, monkeypatch):
     same(fast, whole[1])                      # no transform: fast and exact agree too
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("per_leaf", [1, 2])
+def test_leaf_mask_scan_gives_the_walks_bits(dtype, per_leaf, monkeypatch):
+    """Trees of at most 64 leaves scanned by leaf bitmasks (leafmasks.py) against the
+    lockstep walk, forced either way: the same bits for every batch size (groups of 16 rows
+    and the rows short of one), over both thread counts and parallel blocks; splits on
+    halves that the inputs hit, NaN sent either way, a test that never holds (LT -inf) and
+    one that always does (LEQ +inf), one and two weights a leaf."""
+    from graphrt.kernels.ml import forest, leafmasks
+    monkeypatch.setattr(forest, "PARALLEL_WORK", 0)
+    monkeypatch.setattr(leafmasks, "NODE_COST", 0.0)      # the scan for any ensemble that fits
+    monkeypatch.setattr(leafmasks, "TREE_COST", 0.0)
+    rng = np.random.default_rng(11)
+    attrs = legacy_forest(rng, n_trees=300, depth=6, n_features=5, n_targets=3,
+                          per_leaf=per_leaf, leaf_prob=0.15)
+    interior = [i for i, m in enumerate(attrs["nodes_modes"]) if m != "LEAF"]
+    for i, (mode, value) in zip(interior[:2], [("BRANCH_LT", -np.inf), ("BRANCH_LEQ", np.inf)]):
+        attrs["nodes_modes"][i], attrs["nodes_values"][i] = mode, value
+        attrs["nodes_missing_value_tracks_true"][i] = 0
+    x = features(rng, n=1000, f=5, dtype=dtype)
+    model = one_node("TreeEnsembleRegressor", [x], attrs, opset=17, outs=[np.float32],
+                     domain=ML, domain_opset=3)
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "N"
+    scanned = []
+    tables = forest.Forest.mask_tables
+    monkeypatch.setattr(forest.Forest, "mask_tables",
+                        lambda self, dt: scanned.append(dt) or tables(self, dt))
+    got = {}
+    for use in (False, True):
+        monkeypatch.setattr(leafmasks, "USE", use)
+        for t in (1, 2):
+            sess = graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=t))
+            got[use, t] = [sess.run(None, {"x0": x[:n]})[0] for n in (1000, 37, 16, 15, 3)]
+        assert bool(scanned) == use          # the scan ran only where asked for
+    for key, outs in got.items():
+        for a, b in zip(outs, got[False, 1]):
+            assert a.tobytes() == b.tobytes(), key
+
+
 # onnxruntime 1.32's readings of two classes with one class id (checked against it):
 # one tree whose leaves weigh 0.3 (x <= 0) and 0.8, classlabels [10, 20]
 @pytest.mark.parametrize("class_id, weights, base, post, want_labels, want_scores", [

@@ -574,3 +574,52 @@ def test_a_packed_weight_is_laid_out_again_for_another_gemm_path(monkeypatch):
     x = rng.standard_normal((33, 16)).astype(np.float32)
     for got, want in zip(packed.run(None, {"x": x}), kept.run(None, {"x": x})):
         assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def _recurrent_model(op: str, hidden: int, dtype):
+    """A bidirectional LSTM or GRU of dynamic sequence length and batch over constant W, R
+    and B, its Y and last state out."""
+    gates = {"LSTM": 4, "GRU": 3}[op]
+    w = {"W": rng.standard_normal((2, gates * hidden, 12)) / 4,
+         "R": rng.standard_normal((2, gates * hidden, hidden)) / 4,
+         "B": rng.standard_normal((2, 2 * gates * hidden)) / 4}
+    w = {k: v.astype(dtype) for k, v in w.items()}
+    elem = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    model = make([n(op, ["x", "W", "R", "B"], ["y", "h"], hidden_size=hidden,
+                    direction="bidirectional")],
+                 [tensor("x", elem, ["s", "b", 12])], [tensor("y", elem, None), tensor("h", elem, None)],
+                 [const(k, v) for k, v in w.items()], opset=14)
+    return model, w
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("op, dtype", [("LSTM", np.float32), ("GRU", np.float32),
+                                       ("LSTM", np.float64)])
+def test_recurrent_weights_are_held_once_with_the_same_bits(tmp_path, monkeypatch, mode, op,
+                                                            dtype):
+    """A recurrence's W (as its product's panels) and R (as R^T) live only in the kernel's
+    layouts; plans of a few rows (W^T inline in the step) and of many (x W^T one product)
+    give the bits of the graph that keeps them, and so does a plan made after GRAPHRT_GEMM
+    changed; the optimised model written out holds them as the model had them."""
+    model, w = _recurrent_model(op, 24, dtype)
+    opts = dict(mode=mode, intra_op_threads=1)
+    packed = graphrt.Session(model, graphrt.SessionOptions(optimization_level="all", **opts))
+    kept = graphrt.Session(model, graphrt.SessionOptions(optimization_level="basic", **opts))
+    assert packed.pass_counts["pack_weights"] == 2
+    names = packed._graph.value_names
+    assert not {names[v] for v in packed._graph.constants} & {"W", "R"}
+
+    def same(shape):
+        x = rng.standard_normal(shape).astype(dtype)
+        for got, want in zip(packed.run(None, {"x": x}), kept.run(None, {"x": x})):
+            assert got.shape == want.shape and np.array_equal(got.view(np.uint8), want.view(np.uint8))
+
+    for shape in ((2, 1, 12), (9, 5, 12), (2, 1, 12)):
+        same(shape)
+    path = tmp_path / "opt.onnx"
+    packed.save_optimized(str(path))
+    saved = {t.name: numpy_helper.to_array(t) for t in onnx.load(str(path)).graph.initializer}
+    for k in ("W", "R"):
+        assert saved[k].dtype == w[k].dtype and np.array_equal(saved[k], w[k]), k
+    monkeypatch.setenv("GRAPHRT_GEMM", "loop")
+    same((7, 3, 12))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 from ..graph import CompiledNode
-from ..kernels.attention.attention import Attention
 from ..kernels.core.pointwise import Binary, Unary
 from ..kernels.elementwise.activations import Gelu, Sigmoid, Swish
 from ..kernels.elementwise.arithmetic import Add, Div, Mul, Sub, Pow
@@ -253,6 +252,7 @@ def recognize_attention(pg: PassGraph) -> int:
         k_perm = list(perm[:2]) + [perm[3], perm[2]]
         k_id = pg.add_value(pg.g.value_names[kt.inputs[0]] + "_as_k")
         tk = pg.make_kernel(kt.info, Transpose, {"perm": k_perm}, 1)
+        from ..kernels.attention.attention import Attention    # (imported where it serves)
         att = pg.make_kernel(pv.info, Attention, {"scale": float(scale)}, 3)
         if tk is None or att is None:
             continue

@@ -26,19 +26,26 @@ of x and y are single values and the operands are 8-bit.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from ..graph import CompiledNode
 from ..kernels.elementwise.activations import Relu
 from ..kernels.gemm.matmul import MatMul
 from ..kernels.nn.conv import Conv
-from ..kernels.quant.convolution import QLinearConv
-from ..kernels.quant.quantize import DequantizeLinear, QLinearMatMul, QuantizeLinear
 from ..kernels.tensor.views import Identity
 from ..plan.build import evaluate_constant_node
 from .graph import PassGraph
 
 EIGHT_BIT = (np.dtype(np.uint8), np.dtype(np.int8))
+_QUANTIZE = "graphrt.kernels.quant.quantize"
+
+
+def _quantize():
+    """kernels.quant.quantize, imported only where a node has one of its kernels (so that
+    models without them never import the quantized kernels: about 1.2 MiB a process)."""
+    return sys.modules[_QUANTIZE]
 WINDOW = ("auto_pad", "dilations", "group", "kernel_shape", "pads", "strides")
 
 
@@ -48,7 +55,7 @@ def _dequantized(pg: PassGraph, vid: int, producers):
     node = producers.get(vid)
     while node is not None and type(node.kernel) is Identity:   # the quantizer shares biases
         node = producers.get(node.inputs[0])
-    if node is None or type(node.kernel) is not DequantizeLinear or node.kernel.block:
+    if node is None or type(node.kernel) is not _quantize().DequantizeLinear or node.kernel.block:
         return None
     scale = pg.constant(node.inputs[1])
     has_zp = len(node.inputs) > 2 and node.inputs[2] >= 0
@@ -125,7 +132,7 @@ def _constant_value(pg: PassGraph, vid: int, producers, depth: int = 4):
 
 def _group(pg: PassGraph, q: CompiledNode, producers, consumers):
     """(product node, Relu node or None) feeding QuantizeLinear ``q`` as a group, or None."""
-    if type(q.kernel) is not QuantizeLinear or q.kernel.block or len(q.inputs) < 3 \
+    if type(q.kernel) is not _quantize().QuantizeLinear or q.kernel.block or len(q.inputs) < 3 \
             or q.inputs[2] < 0:
         return None
     ys, yz = pg.constant(q.inputs[1]), pg.constant(q.inputs[2])
@@ -144,6 +151,9 @@ def _group(pg: PassGraph, q: CompiledNode, producers, consumers):
 
 def recognize_qdq(pg: PassGraph) -> int:
     """The QDQ groups of the module docstring -> QLinearConv / QLinearMatMul."""
+    if _QUANTIZE not in sys.modules:    # no node has a (de)quantization kernel
+        return 0
+    from ..kernels.quant.convolution import QLinearConv
     done = 0
     producers, consumers = pg.producers(), pg.consumers()
     for q in pg.live():
@@ -171,7 +181,7 @@ def recognize_qdq(pg: PassGraph) -> int:
             attrs = {k: v for k, v in node.info.attrs.items() if k in WINDOW}
             kernel = pg.make_kernel(node.info, QLinearConv, attrs, len(inputs))
         else:
-            kernel = pg.make_kernel(node.info, QLinearMatMul, {}, len(inputs))
+            kernel = pg.make_kernel(node.info, _quantize().QLinearMatMul, {}, len(inputs))
         if kernel is None:
             continue
         kernel.floor_at_zero_point = relu is not None

@@ -351,8 +351,37 @@ class _Recurrent(OpKernel):
         self.betas = np.array(sum((be[i * k:(i + 1) * k] + [0.0] * pad
                                    for i in range(self.dirs)), []), dtype=np.float64)
         self.generic = any(int(c) not in DEFAULT_CODES for c in self.codes)
+        self._taken: dict = {}      # {1 or 2: (name, stand-in, layout)}: see take_constant
+
+    # -- constant weights held once (passes/basic.py pack_weights) ------------------------
+    def take_constant(self, i: int, value: np.ndarray, name: str, exact: bool) -> bool:
+        """W (input 1) as the per-direction panels its product reads, where graphrt's tiles
+        run it, and R (input 2) as R^T [dirs, hidden, G * hidden], the layouts every plan
+        made of them before: float32 and float64 (which are their own compute type)."""
+        if i not in (1, 2) or value.ndim != 3 or value.dtype not in (np.float32, np.float64):
+            return False
+        if i == 1:
+            if not own_tiles(value.dtype, exact):
+                return False
+            layout = _panels_of(value)
+        else:
+            layout = aligned_copy(value.transpose(0, 2, 1), value.dtype).reshape(-1)
+        stand_in = np.broadcast_to(np.full((), np.nan, value.dtype), value.shape)
+        self._taken[i] = (name, stand_in, layout)
+        return True
+
+    def taken_constants(self) -> dict:
+        out = {}
+        for i, (name, stand_in, layout) in self._taken.items():
+            dirs, rows, cols = stand_in.shape
+            wt = _unpacked(layout, dirs, cols, rows) if i == 1 else \
+                layout.reshape(dirs, cols, rows)
+            out[i] = (name, np.ascontiguousarray(wt.transpose(0, 2, 1)))
+        return out
 
     def infer(self, ctx: InferContext) -> None:
+        for i, (_name, stand_in, _layout) in self._taken.items():
+            ctx.supply(i, stand_in.dtype, stand_in.shape, stand_in)
         dt = ctx.same_dtype(0, 1, 2, 3, 5, 6, 7)
         if dt not in FLOATS:
             ctx.fail(f"element type {dt} is not supported", ErrorKind.UNSUPPORTED)
@@ -403,23 +432,25 @@ class _Recurrent(OpKernel):
         fn = type(self).VARIANTS(self.generic, ctx.has_input(7) and lstm,
                                  bool(self.coupled) and lstm,
                                  bool(self.lbr) and gru).get(ctx.exact, parallel)
-        r = ctx.value(2)        # R^T once per plan when R is a constant
-        rt = None if r is None else \
+        # R^T once per plan when R is a constant (the session's own when it took R)
+        r = ctx.value(2) if 2 not in self._taken else None
+        rt = self._taken[2][2] if 2 in self._taken else None if r is None else \
             aligned_copy(r.transpose(0, 2, 1), work).reshape(-1)
-        w = ctx.value(1)
+        taken_w = self._taken[1][2] if 1 in self._taken else None
+        w = ctx.value(1) if taken_w is None else \
+            _unpacked(taken_w, dirs, isz, gh).transpose(0, 2, 1)
         wt = aligned_copy(w.transpose(0, 2, 1), work).reshape(-1) \
             if fused and rows <= INLINE_ROWS and w is not None else np.zeros(0, work)
         # x W^T for every direction: A = X rows, B[k, j] = W[d, j, k]; a constant W laid
         # out once per plan as the tiles' panels (read transposed, B was packed every run:
-        # 2.3x the product's time)
+        # 2.3x the product's time), or the session's own when it took W
         offa = np.zeros(dirs, np.int64)
         wp = None
         if w is not None and not wt.size and own_tiles(work, ctx.exact):
-            panels = [pack_panels(np.asarray(w[d]).T, work) for d in range(dirs)]
-            wp = np.concatenate(panels, out=aligned_empty(dirs * panels[0].size, work))
+            wp = taken_w if taken_w is not None else _panels_of(w, work)
             nr = nr_of(np.dtype(work).itemsize)
             product = Product(work, rows, gh, isz, (isz, 1), (nr, isz), offa,
-                              np.arange(dirs, dtype=np.int64) * panels[0].size,
+                              np.arange(dirs, dtype=np.int64) * (wp.size // dirs),
                               exact=ctx.exact, panels=True)
         else:
             product = Product(work, rows, gh, isz, (isz, 1), (1, isz), offa,
@@ -434,7 +465,10 @@ class _Recurrent(OpKernel):
         line = ALIGN // np.dtype(work).itemsize
         starts = np.cumsum((0,) + tuple(-(-n // line) * line for n in parts)).tolist()
         bounds = [(starts[i], starts[i] + n) for i, n in enumerate(parts)] + [starts[-1]]
-        fixed = (np.zeros(dirs * 2 * gh, work), np.full(batch, seq, np.int32))
+        # a taken W read by another product (GRAPHRT_GEMM changed since): W again, per plan
+        w_read = np.ascontiguousarray(w, work).reshape(-1) if taken_w is not None and wp is None \
+            and not wt.size else None
+        fixed = (np.zeros(dirs * 2 * gh, work), np.full(batch, seq, np.int32), w_read)
         ctx.prepared = (product, recur, reset, np.array(geo, dtype=np.int64), work, tasks, fn,
                         fused, rt, wt, wp, bounds, fixed)
 
@@ -462,7 +496,7 @@ class _Recurrent(OpKernel):
         sequence_lens checked as the calls are made."""
         product, recur, reset, geo, work, tasks, fn, fused, r, wt, wp, bounds, fixed = \
             ctx.prepared
-        zeros, full = fixed
+        zeros, full, w_read = fixed
         calls = Calls()
         python = calls.python
 
@@ -480,7 +514,8 @@ class _Recurrent(OpKernel):
         flat = ctx.flat_in
         x = widen(ctx, flat[0], work)
         # (W^T, or W's panels, made per plan)
-        w = None if wt.size else wp if wp is not None else widen(ctx, flat[1], work)
+        w = None if wt.size else wp if wp is not None else w_read if w_read is not None \
+            else widen(ctx, flat[1], work)
         if r is None:
             r = buffer(work, (dirs * hs * g,))
             python(np.copyto, r.reshape(dirs, hs, g), ctx.inputs[2].transpose(0, 2, 1))
@@ -549,6 +584,21 @@ class _Recurrent(OpKernel):
         if len(ctx.flat_in) > i and ctx.flat_in[i] is not None:
             return widen(ctx, ctx.flat_in[i], work)
         return zeros
+
+
+def _panels_of(w: np.ndarray, dtype=None) -> np.ndarray:
+    """W [dirs, G * hidden, input] as the micro-kernel's panels of each direction's W^T, one
+    after another (x W^T's B)."""
+    dtype = w.dtype if dtype is None else dtype
+    panels = [pack_panels(np.asarray(w[d]).T, dtype) for d in range(w.shape[0])]
+    return np.concatenate(panels, out=aligned_empty(len(panels) * panels[0].size, dtype))
+
+
+def _unpacked(panels: np.ndarray, dirs: int, k: int, n: int) -> np.ndarray:
+    """W^T [dirs, k, n] from ``_panels_of``'s layout (NR-column panels of k rows)."""
+    nr = nr_of(panels.dtype.itemsize)
+    per = panels.reshape(dirs, -1, k, nr)
+    return per.transpose(0, 2, 1, 3).reshape(dirs, k, -1)[:, :, :n]
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True)

@@ -23,7 +23,7 @@ from ..core.base import InferContext, OpKernel, RunContext, folding, make_calls
 from ..core.broadcast import BLOCK, PARALLEL_MIN, Walk, row_offset
 from ..core.jit import Variants
 from ..core.words import word_of
-from .layout import STRIDED_GATHER
+from .layout import STRIDED_GATHER, _rows, row_tasks
 
 EXACT = False
 
@@ -87,7 +87,7 @@ def nd_offset(idx, t, k, lim, xs):
 class Window:
     """out (C order over ``shape``) = x[base + sum_d i_d * strides[d]], strides >= 0."""
 
-    __slots__ = ("word", "base", "shape", "strides", "walk", "fn", "itemsize")
+    __slots__ = ("word", "base", "shape", "strides", "walk", "fn", "itemsize", "tasks")
 
     def __init__(self, dtype, shape, strides, base: int = 0):
         dtype = np.dtype(dtype)
@@ -100,6 +100,7 @@ class Window:
         kept = [d for d in range(len(shape)) if shape[d] != 1]
         self.walk = Walk([shape[d] for d in kept], [[strides[d] for d in kept]])
         self.fn = STRIDED_GATHER.get(False, self.walk.parallel)
+        self.tasks = row_tasks(int(self.walk.shape[-1]), _rows(self.walk), self.walk.parallel)
 
     def calls(self, x: np.ndarray, out: np.ndarray):
         """The copy as compiled calls (OpKernel.jit_calls); None for a type numpy moves."""
@@ -109,7 +110,7 @@ class Window:
             return None
         w = self.walk
         return [(self.fn, (x[self.base:].view(self.word), out.view(self.word), w.shape,
-                           w.strides[0], w.block, w.tasks))]
+                           w.strides[0], *self.tasks))]
 
     def __call__(self, x: np.ndarray, out: np.ndarray) -> None:
         """``x`` and ``out`` are 1-D (RunContext.flat_in / flat_out)."""

@@ -18,45 +18,112 @@ from ..core.jit import Variants
 from ..core.words import word_of
 
 EXACT = False
+MIN_TASKS = 8       # a parallel move of short rows is cut into at least this many tasks
 
 def _gather(x, out, shape, sx, block, tasks):
-    """out (C order over ``shape``) [i] = x[offset of i along strides ``sx``]."""
+    """out (C order over ``shape``) [i] = x[offset of i along strides ``sx``]. A task moves
+    ``block`` elements: part of a row where rows are longer, else block // inner whole rows
+    (row_tasks), whose offsets it steps through like an odometer: rows of a few elements
+    (a detector head split into 2 + 2 + 21 columns) cost a division or two each
+    otherwise, about ten times the move."""
     r = shape.size
     inner = shape[r - 1]
     per_row = (inner + block - 1) // block
+    span = block // inner if inner else 1
     ix = sx[r - 1]
+    rows = out.size // inner if inner else 0
     for t in prange(tasks):
-        row = t // per_row
-        j0 = (t - row * per_row) * block
-        w = min(inner, j0 + block) - j0
-        ox = 0
-        rem = row
-        for d in range(r - 2, -1, -1):
-            q = rem // shape[d]
-            ox += (rem - q * shape[d]) * sx[d]
-            rem = q
-        dst = out[row * inner + j0:row * inner + j0 + w]
-        if ix == 1:
-            src = x[ox + j0:ox + j0 + w]
-            for j in range(w):
-                dst[j] = src[j]
+        if span > 1:
+            r0 = t * span
+            r1 = min(rows, r0 + span)
+            at = np.zeros(max(r - 1, 1), np.int64)     # row r0's index over the outer axes
+            ox = 0
+            rem = r0
+            for d in range(r - 2, -1, -1):
+                q = rem // shape[d]
+                at[d] = rem - q * shape[d]
+                ox += at[d] * sx[d]
+                rem = q
+            o = np.uint64(r0 * inner)
+            n = np.uint64(inner)
+            step = np.uint64(ix)
+            for _ in range(r0, r1):
+                # unsigned indices: numba adds no negative-index wraparound to the loads
+                at_x = np.uint64(ox)
+                for j in range(n):
+                    out[o + j] = x[at_x + j * step]
+                o += n
+                d = r - 2
+                while d >= 0:
+                    at[d] += 1
+                    ox += sx[d]
+                    if at[d] < shape[d]:
+                        break
+                    ox -= at[d] * sx[d]
+                    at[d] = 0
+                    d -= 1
         else:
-            ox += j0 * ix
-            for j in range(w):
-                dst[j] = x[ox + j * ix]
+            row = t // per_row
+            j0 = (t - row * per_row) * block
+            w = min(inner, j0 + block) - j0
+            ox = 0
+            rem = row
+            for d in range(r - 2, -1, -1):
+                q = rem // shape[d]
+                ox += (rem - q * shape[d]) * sx[d]
+                rem = q
+            dst = out[row * inner + j0:row * inner + j0 + w]
+            if ix == 1:
+                src = x[ox + j0:ox + j0 + w]
+                for j in range(w):
+                    dst[j] = src[j]
+            else:
+                ox += j0 * ix
+                for j in range(w):
+                    dst[j] = x[ox + j * ix]
 
 
 def _place(src, dst, chunk, row, offset, block, tasks):
-    """Row o of ``src`` (``chunk`` elements) goes to dst[o * row + offset:][:chunk]."""
+    """Row o of ``src`` (``chunk`` elements) goes to dst[o * row + offset:][:chunk]; a task
+    moves ``block`` elements, part of a row or block // chunk whole rows (see _gather)."""
     per_row = (chunk + block - 1) // block
+    span = block // chunk if chunk else 1
+    outer = src.size // chunk if chunk else 0
     for t in prange(tasks):
-        o = t // per_row
-        j0 = (t - o * per_row) * block
-        w = min(chunk, j0 + block) - j0
-        s = src[o * chunk + j0:o * chunk + j0 + w]
-        d = dst[o * row + offset + j0:o * row + offset + j0 + w]
-        for j in range(w):
-            d[j] = s[j]
+        if span > 1:
+            n = np.uint64(chunk)
+            for o in range(t * span, min(outer, t * span + span)):
+                d = np.uint64(o * row + offset)     # (unsigned: see _gather)
+                c = np.uint64(o * chunk)
+                for j in range(n):
+                    dst[d + j] = src[c + j]
+        else:
+            o = t // per_row
+            j0 = (t - o * per_row) * block
+            w = min(chunk, j0 + block) - j0
+            s = src[o * chunk + j0:o * chunk + j0 + w]
+            d = dst[o * row + offset + j0:o * row + offset + j0 + w]
+            for j in range(w):
+                d[j] = s[j]
+
+
+def _rows(walk) -> int:
+    """The rows (outer positions) of a Walk."""
+    return int(np.prod(walk.shape[:-1])) if walk.shape.size > 1 else 1
+
+
+def row_tasks(inner: int, rows: int, parallel: bool) -> tuple[int, int]:
+    """(block, tasks) for _gather and _place over ``rows`` rows of ``inner`` elements: a
+    serial move is one task; a parallel one BLOCK elements a task, whole rows where they
+    are shorter."""
+    if not inner or not rows:
+        return max(inner, 1), 0
+    if not parallel:
+        return inner * rows, 1
+    if inner >= BLOCK:
+        return BLOCK, rows * -(-inner // BLOCK)
+    span = max(1, min(BLOCK // inner, -(-rows // MIN_TASKS)))
+    return span * inner, -(-rows // span)
 
 
 # Moving bits is the same in both modes: only the fast variants are ever compiled.
@@ -95,15 +162,16 @@ class Transpose(OpKernel):
         # axes and expects a unit axis to have stride 0, which a permuted stride is not.
         kept = [d for d in range(r) if out_shape[d] != 1]
         walk = Walk([out_shape[d] for d in kept], [[strides[perm[d]] for d in kept]])
-        ctx.prepared = (word, perm, (walk, STRIDED_GATHER.get(False, walk.parallel)))
+        ctx.prepared = (word, perm, (walk, STRIDED_GATHER.get(False, walk.parallel),
+                                     row_tasks(int(walk.shape[-1]), _rows(walk), walk.parallel)))
 
     def jit_calls(self, ctx: RunContext):
         word, _, data = ctx.prepared
         if word is None:
             return None
-        w, fn = data
+        w, fn, (block, tasks) = data
         return [(fn, (ctx.flat_in[0].view(word), ctx.flat_out[0].view(word), w.shape,
-                      w.strides[0], w.block, w.tasks))]
+                      w.strides[0], block, tasks))]
 
     def run(self, ctx: RunContext) -> None:
         calls = None if folding() else self.jit_calls(ctx)
@@ -153,8 +221,7 @@ class Concat(OpKernel):
         for i, s in enumerate(shapes):
             chunk = math.prod(s[axis:])
             if chunk and outer:
-                block = BLOCK if parallel else chunk
-                parts.append((i, chunk, offset, block, outer * -(-chunk // block)))
+                parts.append((i, chunk, offset, *row_tasks(chunk, outer, parallel)))
             offset += chunk
         fn = _PLACE.get(False, parallel)
         ctx.prepared = (word, axis, outer, row, parts, fn)

@@ -84,3 +84,30 @@ def test_concat_strings_and_errors():
     expect_error(ErrorKind.INVALID_MODEL, kernel_run, Concat, [a, a.astype(np.float64)],
                  {"axis": 0})
     expect_error(ErrorKind.INVALID_MODEL, Concat, kernel_node(Concat, 2, {}, opset=13))
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("rows", [7, 4800])
+def test_moves_of_short_rows(threads, rows):
+    """Rows of a few elements (a detector head: Split 2 + 2 + 21 along the last axis, Concat
+    back, Transpose of a 4-D head), a task moving many whole rows: serial, and parallel
+    once the tensor passes PARALLEL_MIN; every element where numpy puts it, NaN payloads
+    included."""
+    import graphrt
+    from ...helpers import one_node
+    x = rand((1, rows, 25), np.float32, seed=rows)
+    x.view(np.uint32)[0, :3, 4] = 0x7FC00123                     # NaNs with a payload
+    opts = graphrt.SessionOptions(intra_op_threads=threads)
+    parts = graphrt.Session(one_node("Split", [x, np.array([2, 2, 21], np.int64)], {"axis": 2},
+                                     13, n_out=3, consts=[1]), opts).run(None, {"x0": x})
+    for got, want in zip(parts, np.split(x, [2, 4], axis=2)):
+        assert np.array_equal(bits(got), bits(want))
+    joined = graphrt.Session(one_node("Concat", parts, {"axis": 2}, 13), opts).run(
+        None, {f"x{i}": p for i, p in enumerate(parts)})[0]
+    assert np.array_equal(bits(joined), bits(x))
+    # a head's transpose (its axes merge into two), and one whose rows step over two outer
+    # axes (a task's rows carry from one to the next)
+    for y, perm in ((x.reshape(1, 25, rows), [0, 2, 1]), (x.reshape(1, 5, 5, rows), [0, 2, 1, 3])):
+        t = graphrt.Session(one_node("Transpose", [y], {"perm": perm}, 13), opts).run(
+            None, {"x0": y})[0]
+        assert np.array_equal(bits(t), bits(np.transpose(y, perm)))

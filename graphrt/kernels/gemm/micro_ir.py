@@ -433,7 +433,8 @@ def kernels(dtype, exact: bool) -> np.ndarray:
 def call_codegen(signature_of, layout):
     """The codegen of an intrinsic that calls the function at its first argument (an
     address) with the arguments ``layout`` lists: an index (that argument as an int64), or
-    (array index, offset index) (a pointer into that array at that offset).
+    (array index, offset index) (a pointer into that array at that offset; None: its
+    start).
     ``signature_of(context, sig)``: the callee's ir.FunctionType."""
     def codegen(context, builder, sig, args):
         def integer(i):
@@ -441,7 +442,7 @@ def call_codegen(signature_of, layout):
 
         def at(i, off):
             data = context.make_array(sig.args[i])(context, builder, args[i]).data
-            return builder.gep(data, [integer(off)])
+            return data if off is None else builder.gep(data, [integer(off)])
 
         fn = builder.inttoptr(integer(0), signature_of(context, sig).as_pointer())
         builder.call(fn, [at(*x) if isinstance(x, tuple) else integer(x) for x in layout])

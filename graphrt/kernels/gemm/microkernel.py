@@ -225,6 +225,12 @@ def pack_panels(bk: np.ndarray, dtype) -> np.ndarray:
     return aligned_copy(wide.reshape(k, p, nr).transpose(1, 0, 2)).reshape(-1)
 
 
+def unpack_panels(flat: np.ndarray, k: int, n: int) -> np.ndarray:
+    """The K x N B that :func:`pack_panels` laid out as ``flat`` (a view of it, not C-ordered)."""
+    nr = nr_of(flat.dtype.itemsize)
+    return flat.reshape(-1, k, nr).transpose(1, 0, 2).reshape(k, -1)[:, :n]
+
+
 def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, ap,
                     bp, cb, exact, btab, panels, epi, kt):
     nr = cb.size // MR

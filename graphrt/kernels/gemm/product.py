@@ -490,8 +490,7 @@ class ConstantB:
         name, stand_in, trans, dtype = self._taken
         k, n = stand_in.shape[::-1] if trans else stand_in.shape
         if self.panels:
-            nr = self.strides[0]
-            bk = self._flat.reshape(-1, k, nr).transpose(1, 0, 2).reshape(k, -1)[:, :n]
+            bk = microkernel.unpack_panels(self._flat, k, n)
         else:
             bk = self._flat.reshape(k, n)
         return name, np.ascontiguousarray(bk.T if trans else bk).astype(dtype)

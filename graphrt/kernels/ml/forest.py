@@ -40,7 +40,6 @@ from __future__ import annotations
 import numba
 import numpy as np
 from numba import njit, prange
-
 from numba.cpython.unsafe.numbers import trailing_zeros
 
 from ...threads import ensure_layer
@@ -360,6 +359,15 @@ def _step(xb, base, i, nodes):
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
+def _descend(xb, base, root, d, nodes):
+    """The node the row at xb[base:] reaches from ``root`` in d levels."""
+    i = np.uint64(root)
+    for _ in range(d):
+        i = _step(xb, base, i, nodes)
+    return i
+
+
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def _at_leaf(i, nodes):
     """Whether node i is a leaf (it goes on to itself)."""
     return np.uint64(nodes[0][(i << TWO) + ONE]) == i
@@ -414,10 +422,7 @@ def _walk(x, f, rows, width, twice, work, leaves, block, roots, depth, common, n
                     _add(acc, r + j, t, dense, slot[ends[j]], weight, target)
                 r += LANES
             while r < hi:
-                i = root
-                base = np.uint64((r - lo) * row)
-                for _ in range(d):
-                    i = _step(xb, base, i, nodes)
+                i = _descend(xb, np.uint64((r - lo) * row), root, d, nodes)
                 _add(acc, r, t, dense, slot[i], weight, target)
                 r += 1
 
@@ -450,7 +455,7 @@ def _mask_walk(x, f, rows, width, twice, work, vs, block, roots, depth, nodes, s
                 for k in range(k0, k1):
                     for j in range(GROUP):
                         v[(k - k0) * GROUP + j] = init[k]
-                scan(scan_at, xt, row, start, k0 // CHUNK * row, thr, tree, mask, v, 0)
+                scan(scan_at, xt, row, start, k0 // CHUNK * row, thr, tree, mask, v)
                 for k in range(k0, k1):
                     for j in range(GROUP):
                         e = trailing_zeros(v[(k - k0) * GROUP + j])
@@ -460,10 +465,8 @@ def _mask_walk(x, f, rows, width, twice, work, vs, block, roots, depth, nodes, s
         while g < hi:
             base = np.uint64((g - lo) * row)
             for k in range(n):
-                i = np.uint64(roots[k])
-                for _ in range(depth[k]):
-                    i = _step(xb, base, i, nodes)
-                _add(acc, g, t, dense, slot[i], weight, target)
+                _add(acc, g, t, dense, slot[_descend(xb, base, roots[k], depth[k], nodes)],
+                     weight, target)
             g += 1
 
 
@@ -491,10 +494,7 @@ def _walk_trees(x, f, rows, width, twice, work, leaves, block, roots, depth, com
                 KEEP(leaves, k, ends)
                 k += LANES
             else:
-                i = np.uint64(roots[k])
-                for _ in range(depth[k]):
-                    i = _step(xb, zero, i, nodes)
-                leaves[k] = i
+                leaves[k] = _descend(xb, zero, roots[k], depth[k], nodes)
                 k += 1
         o = r * t
         for q in range(o, o + t):
@@ -572,8 +572,8 @@ def _walks() -> dict:
 _WALKS = _walks()
 _MASK_WALKS = dict(zip((False, True), task_forms(
     # named by leafmasks' source, whose scan intrinsic numba's cache does not follow
-    _mask_walk, f"forest_mask_walk_{leafmasks.SOURCE_TAG[:12]}", GROUP=leafmasks.GROUP, CHUNK=leafmasks.CHUNK,
-    MOST_LEAVES=leafmasks.MOST_LEAVES, scan=leafmasks.scan)))
+    _mask_walk, f"forest_mask_walk_{leafmasks.SOURCE_TAG[:12]}", GROUP=leafmasks.GROUP,
+    CHUNK=leafmasks.CHUNK, MOST_LEAVES=leafmasks.MOST_LEAVES, scan=leafmasks.scan)))
 _NO_LEAVES = np.zeros(0, np.uint32)
 
 

@@ -210,8 +210,8 @@ def _signature(context, sig):
 
 
 @intrinsic
-def scan(typingctx, addr, xt, row, start, start_off, t, tree, mask, v, zero):
-    """The scan at ``addr`` on xt, start[start_off:], t, tree, mask and v (``zero``: 0)."""
-    sig = types.void(addr, xt, row, start, start_off, t, tree, mask, v, zero)
-    layout = [(1, 9), 2, (3, 4), (5, 9), (6, 9), (7, 9), (8, 9)]
+def scan(typingctx, addr, xt, row, start, start_off, t, tree, mask, v):
+    """The scan at ``addr`` on xt, start[start_off:], t, tree, mask and v."""
+    sig = types.void(addr, xt, row, start, start_off, t, tree, mask, v)
+    layout = [(1, None), 2, (3, 4), (5, None), (6, None), (7, None), (8, None)]
     return sig, call_codegen(_signature, layout)

@@ -44,7 +44,7 @@ from ..core.floats import FLOATS, NARROW, compute_dtype, widen
 from ..core.held import held_buffer
 from ..core.jit import Variants
 from ..gemm.micro_ir import GEMV, SOURCE_TAG, gemv, kernels
-from ..gemm.microkernel import nr_of, pack_panels
+from ..gemm.microkernel import nr_of, pack_panels, unpack_panels
 from ..gemm.product import Product, own_tiles
 from ..math import exactmath, vecmath
 
@@ -374,10 +374,17 @@ class _Recurrent(OpKernel):
         out = {}
         for i, (name, stand_in, layout) in self._taken.items():
             dirs, rows, cols = stand_in.shape
-            wt = _unpacked(layout, dirs, cols, rows) if i == 1 else \
+            wt = self._w_t(layout, dirs, cols, rows) if i == 1 else \
                 layout.reshape(dirs, cols, rows)
             out[i] = (name, np.ascontiguousarray(wt.transpose(0, 2, 1)))
         return out
+
+    def _w_t(self, w: np.ndarray, dirs: int, k: int, n: int) -> np.ndarray:
+        """W^T [dirs, k = input, n = G * hidden]: of the model's W, or of the panels of a
+        taken one (W^T of each direction laid out by _panels_of)."""
+        if 1 not in self._taken:
+            return w.transpose(0, 2, 1)
+        return np.stack([unpack_panels(p, k, n) for p in np.split(w, dirs)])
 
     def infer(self, ctx: InferContext) -> None:
         for i, (_name, stand_in, _layout) in self._taken.items():
@@ -437,9 +444,8 @@ class _Recurrent(OpKernel):
         rt = self._taken[2][2] if 2 in self._taken else None if r is None else \
             aligned_copy(r.transpose(0, 2, 1), work).reshape(-1)
         taken_w = self._taken[1][2] if 1 in self._taken else None
-        w = ctx.value(1) if taken_w is None else \
-            _unpacked(taken_w, dirs, isz, gh).transpose(0, 2, 1)
-        wt = aligned_copy(w.transpose(0, 2, 1), work).reshape(-1) \
+        w = ctx.value(1) if taken_w is None else taken_w     # (taken: panels, read below)
+        wt = aligned_copy(self._w_t(w, dirs, isz, gh), work).reshape(-1) \
             if fused and rows <= INLINE_ROWS and w is not None else np.zeros(0, work)
         # x W^T for every direction: A = X rows, B[k, j] = W[d, j, k]; a constant W laid
         # out once per plan as the tiles' panels (read transposed, B was packed every run:
@@ -447,7 +453,7 @@ class _Recurrent(OpKernel):
         offa = np.zeros(dirs, np.int64)
         wp = None
         if w is not None and not wt.size and own_tiles(work, ctx.exact):
-            wp = taken_w if taken_w is not None else _panels_of(w, work)
+            wp = w if taken_w is not None else _panels_of(w, work)
             nr = nr_of(np.dtype(work).itemsize)
             product = Product(work, rows, gh, isz, (isz, 1), (nr, isz), offa,
                               np.arange(dirs, dtype=np.int64) * (wp.size // dirs),
@@ -466,8 +472,8 @@ class _Recurrent(OpKernel):
         starts = np.cumsum((0,) + tuple(-(-n // line) * line for n in parts)).tolist()
         bounds = [(starts[i], starts[i] + n) for i, n in enumerate(parts)] + [starts[-1]]
         # a taken W read by another product (GRAPHRT_GEMM changed since): W again, per plan
-        w_read = np.ascontiguousarray(w, work).reshape(-1) if taken_w is not None and wp is None \
-            and not wt.size else None
+        w_read = np.ascontiguousarray(self._w_t(w, dirs, isz, gh).transpose(0, 2, 1), work) \
+            .reshape(-1) if taken_w is not None and wp is None and not wt.size else None
         fixed = (np.zeros(dirs * 2 * gh, work), np.full(batch, seq, np.int32), w_read)
         ctx.prepared = (product, recur, reset, np.array(geo, dtype=np.int64), work, tasks, fn,
                         fused, rt, wt, wp, bounds, fixed)
@@ -592,13 +598,6 @@ def _panels_of(w: np.ndarray, dtype=None) -> np.ndarray:
     dtype = w.dtype if dtype is None else dtype
     panels = [pack_panels(np.asarray(w[d]).T, dtype) for d in range(w.shape[0])]
     return np.concatenate(panels, out=aligned_empty(len(panels) * panels[0].size, dtype))
-
-
-def _unpacked(panels: np.ndarray, dirs: int, k: int, n: int) -> np.ndarray:
-    """W^T [dirs, k, n] from ``_panels_of``'s layout (NR-column panels of k rows)."""
-    nr = nr_of(panels.dtype.itemsize)
-    per = panels.reshape(dirs, -1, k, nr)
-    return per.transpose(0, 2, 1, 3).reshape(dirs, k, -1)[:, :, :n]
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True)

@@ -23,7 +23,7 @@ from ..core.base import InferContext, OpKernel, RunContext, folding, make_calls
 from ..core.broadcast import BLOCK, PARALLEL_MIN, Walk, row_offset
 from ..core.jit import Variants
 from ..core.words import word_of
-from .layout import STRIDED_GATHER, _rows, row_tasks
+from .layout import STRIDED_GATHER, walk_tasks
 
 EXACT = False
 
@@ -100,7 +100,7 @@ class Window:
         kept = [d for d in range(len(shape)) if shape[d] != 1]
         self.walk = Walk([shape[d] for d in kept], [[strides[d] for d in kept]])
         self.fn = STRIDED_GATHER.get(False, self.walk.parallel)
-        self.tasks = row_tasks(int(self.walk.shape[-1]), _rows(self.walk), self.walk.parallel)
+        self.tasks = walk_tasks(self.walk)
 
     def calls(self, x: np.ndarray, out: np.ndarray):
         """The copy as compiled calls (OpKernel.jit_calls); None for a type numpy moves."""

@@ -13,7 +13,7 @@ import numpy as np
 from numba import prange
 
 from ..core.base import InferContext, OpKernel, RunContext, folding, make_calls
-from ..core.broadcast import BLOCK, PARALLEL_MIN, Walk
+from ..core.broadcast import BLOCK, PARALLEL_MIN, Walk, row_offset
 from ..core.jit import Variants
 from ..core.words import word_of
 
@@ -23,9 +23,9 @@ MIN_TASKS = 8       # a parallel move of short rows is cut into at least this ma
 def _gather(x, out, shape, sx, block, tasks):
     """out (C order over ``shape``) [i] = x[offset of i along strides ``sx``]. A task moves
     ``block`` elements: part of a row where rows are longer, else block // inner whole rows
-    (row_tasks), whose offsets it steps through like an odometer: rows of a few elements
-    (a detector head split into 2 + 2 + 21 columns) cost a division or two each
-    otherwise, about ten times the move."""
+    (row_tasks), stepping from one row's offset to the next by the last outer axis's stride:
+    rows of a few elements (a detector head split into 2 + 2 + 21 columns) cost a division
+    or two each otherwise, about ten times the move."""
     r = shape.size
     inner = shape[r - 1]
     per_row = (inner + block - 1) // block
@@ -36,42 +36,28 @@ def _gather(x, out, shape, sx, block, tasks):
         if span > 1:
             r0 = t * span
             r1 = min(rows, r0 + span)
-            at = np.zeros(max(r - 1, 1), np.int64)     # row r0's index over the outer axes
-            ox = 0
-            rem = r0
-            for d in range(r - 2, -1, -1):
-                q = rem // shape[d]
-                at[d] = rem - q * shape[d]
-                ox += at[d] * sx[d]
-                rem = q
             o = np.uint64(r0 * inner)
             n = np.uint64(inner)
             step = np.uint64(ix)
-            for _ in range(r0, r1):
-                # unsigned indices: numba adds no negative-index wraparound to the loads
-                at_x = np.uint64(ox)
-                for j in range(n):
-                    out[o + j] = x[at_x + j * step]
-                o += n
-                d = r - 2
-                while d >= 0:
-                    at[d] += 1
-                    ox += sx[d]
-                    if at[d] < shape[d]:
-                        break
-                    ox -= at[d] * sx[d]
-                    at[d] = 0
-                    d -= 1
+            last, s_last = shape[r - 2], sx[r - 2]     # (span > 1: there are outer axes)
+            row = r0
+            while row < r1:
+                # the rows up to the next carry out of the last outer axis step by its
+                # stride; unsigned indices, so numba adds no negative-index wraparound
+                ox = row_offset(row, shape, sx)
+                end = min(r1, row + last - row % last)
+                for _ in range(row, end):
+                    at_x = np.uint64(ox)
+                    for j in range(n):
+                        out[o + j] = x[at_x + j * step]
+                    o += n
+                    ox += s_last
+                row = end
         else:
             row = t // per_row
             j0 = (t - row * per_row) * block
             w = min(inner, j0 + block) - j0
-            ox = 0
-            rem = row
-            for d in range(r - 2, -1, -1):
-                q = rem // shape[d]
-                ox += (rem - q * shape[d]) * sx[d]
-                rem = q
+            ox = row_offset(row, shape, sx)
             dst = out[row * inner + j0:row * inner + j0 + w]
             if ix == 1:
                 src = x[ox + j0:ox + j0 + w]
@@ -107,9 +93,9 @@ def _place(src, dst, chunk, row, offset, block, tasks):
                 d[j] = s[j]
 
 
-def _rows(walk) -> int:
-    """The rows (outer positions) of a Walk."""
-    return int(np.prod(walk.shape[:-1])) if walk.shape.size > 1 else 1
+def walk_tasks(walk: Walk) -> tuple[int, int]:
+    """row_tasks for a strided move along ``walk``."""
+    return row_tasks(int(walk.shape[-1]), int(np.prod(walk.shape[:-1])), walk.parallel)
 
 
 def row_tasks(inner: int, rows: int, parallel: bool) -> tuple[int, int]:
@@ -163,7 +149,7 @@ class Transpose(OpKernel):
         kept = [d for d in range(r) if out_shape[d] != 1]
         walk = Walk([out_shape[d] for d in kept], [[strides[perm[d]] for d in kept]])
         ctx.prepared = (word, perm, (walk, STRIDED_GATHER.get(False, walk.parallel),
-                                     row_tasks(int(walk.shape[-1]), _rows(walk), walk.parallel)))
+                                     walk_tasks(walk)))
 
     def jit_calls(self, ctx: RunContext):
         word, _, data = ctx.prepared

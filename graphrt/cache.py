@@ -23,8 +23,9 @@ code made under the old settings. In graphrt's folders the key also holds
 :func:`code_settings`: the function's compile options and the process's code-generation
 settings.
 
-This module imports nothing of graphrt's: it must be installed before the first kernel
-module is imported (numba picks a function's cache locator when it is decorated).
+This module imports nothing of graphrt's but loaded_code (which imports nothing of graphrt's
+either): it must be installed before the first kernel module is imported (numba picks a
+function's cache locator when it is decorated).
 """
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ import shutil
 import time
 
 from numba.core import caching, config
+
+from . import loaded_code
 
 try:
     import fcntl
@@ -244,11 +247,12 @@ def _load_overload(self, sig, target_context):
     cached in graphrt's folders: that refresh imports and installs every lowering registry
     numba has (linalg, random, typed containers, jitclass, ...: 0.25-0.4 s of a warm process's
     first run), which loading compiled code does not use. Only the runtime it calls into is
-    made ready; a compile refreshes the context itself, as always."""
+    made ready; a compile refreshes the context itself, as always. The loaded library keeps
+    its linking bitcode unparsed until something links it (graphrt/loaded_code.py)."""
     if getattr(self, "graphrt_settings", None) is None:
         return _numba_load_overload(self, sig, target_context)
     runtime_ready(target_context)
-    with self._guard_against_spurious_io_errors():
+    with self._guard_against_spurious_io_errors(), loaded_code.deferred_linking():
         return self._load_overload(sig, target_context)
 
 
@@ -289,8 +293,8 @@ _numba_load_overload = caching.Cache.load_overload
 
 
 def install() -> None:
-    """Put KernelLocator first in numba's list, the locked save and the settings-holding key
-    in place (once)."""
+    """Put KernelLocator first in numba's list, the locked save, the settings-holding key and
+    the deferred linking bitcode in place (once)."""
     from numba.core import ccallback, dispatcher
     classes = caching.CacheImpl._locator_classes
     if KernelLocator not in classes:
@@ -303,6 +307,7 @@ def install() -> None:
         ccallback.CFunc.enable_caching = _keyed(
             ccallback.CFunc.enable_caching, lambda c: c._compiler.targetoptions)
         dispatcher.Dispatcher.compile = _one_compiler(dispatcher.Dispatcher.compile)
+        loaded_code.install()
 
 
 def _files(folder: str):

@@ -173,6 +173,75 @@ def test_a_cache_entry_made_under_other_code_settings_is_never_loaded(tmp_path):
     assert _settings_run(kernels, "-")["hits"] == 1, "each setting's entry is kept beside the others"
 
 
+# Compiles (first process) or loads (later ones) one function of graphrt's, reports whether
+# its library's linking bitcode was left unparsed, then compiles a caller that links it in.
+LINK_SCRIPT = r"""
+import json, math
+import graphrt
+from numba import njit
+from graphrt.kernels.math.vecmath import exp64
+f = njit(cache=True, nogil=True, error_model="numpy")(exp64.py_func)
+f(0.3)
+library = f.overloads[f.signatures[0]].library
+deferred = hasattr(library, "graphrt_linking_bitcode")
+value = njit(lambda x: f(x) + 1.0)(0.3)
+print(json.dumps({"hits": sum(f.stats.cache_hits.values()), "deferred": deferred,
+                  "parsed": not hasattr(library, "graphrt_linking_bitcode"),
+                  "value": value, "direct": f(0.3), "exp": math.exp(0.3)}))
+"""
+
+
+def test_a_loaded_kernel_defers_its_linking_bitcode_until_something_links_it(tmp_path):
+    """A kernel loaded from graphrt's folders keeps the bitcode numba stores for linking it
+    as bytes (graphrt/loaded_code.py); a function compiled later in that process that calls
+    it gets it parsed and linked in, with the same value."""
+    kernels = tmp_path / "cache"
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", LINK_SCRIPT], env=_env(kernels), cwd=ROOT,
+                              capture_output=True, text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    compiled, loaded = runs
+    assert compiled["hits"] == 0 and not compiled["deferred"]
+    assert loaded["hits"] == 1 and loaded["deferred"] and loaded["parsed"]
+    for r in runs:
+        assert r["value"] == r["direct"] + 1.0 and abs(r["direct"] - r["exp"]) < 1e-10 * r["exp"]
+
+
+def test_the_symbols_read_from_object_code_are_those_its_module_defines():
+    """loaded_code.defined_symbols reads an ELF object's symbol table: the external and
+    weak definitions (functions and data), not declarations, not internal ones."""
+    import llvmlite.binding as ll
+    from numba.core.registry import cpu_target
+
+    from graphrt import loaded_code
+    text = """
+    @shared = global i64 7
+    @hidden = internal global i64 1
+    @weakdata = linkonce_odr global i64 2
+    declare i64 @elsewhere(i64)
+    define internal i64 @inner(i64 %x) { %y = add i64 %x, 1  ret i64 %y }
+    define linkonce_odr i64 @weakfn(i64 %x) { %y = call i64 @inner(i64 %x)  ret i64 %y }
+    define i64 @entry(i64 %x) {
+      %a = call i64 @elsewhere(i64 %x)
+      %b = call i64 @weakfn(i64 %a)
+      %c = load i64, ptr @hidden
+      %d = add i64 %b, %c
+      ret i64 %d
+    }
+    """
+    triple = cpu_target.target_context.codegen().magic_tuple()[0]
+    mod = ll.parse_assembly(text)
+    mod.triple = triple
+    obj = ll.Target.from_triple(triple).create_target_machine(opt=0).emit_object(mod)
+    if obj[:4] != b"\x7fELF":
+        assert loaded_code.defined_symbols(obj) is None
+        return
+    assert loaded_code.defined_symbols(obj) == {"shared", "weakdata", "weakfn", "entry"}
+    assert loaded_code.defined_symbols(b"\xcf\xfa\xed\xfe" + obj[4:]) is None
+
+
 def test_warmup_fills_the_cache_a_later_process_runs_from(tmp_path):
     model, kernels = _models(tmp_path), tmp_path / "cache"
     warm = subprocess.run([sys.executable, "-m", "graphrt", "warmup", model.replace("DT", "float64")],

@@ -94,7 +94,7 @@ def _intrinsic(mod, name, fnty):
         return ir.Function(mod, fnty, name)
 
 
-def _vector_ops(mod, fty):
+def vector_ops(mod, fty):
     """(vector type, its lane count, llvm.fma, llvm.masked.load, llvm.masked.store) of the
     widest vectors of ``fty`` (the intrinsics declared once in ``mod``)."""
     double = isinstance(fty, ir.DoubleType)
@@ -110,7 +110,7 @@ def _vector_ops(mod, fty):
                        ir.FunctionType(ir.VoidType(), [vty, pty, I32, mty])))
 
 
-def _broadcast(builder, value, vty):
+def splat(builder, value, vty):
     """A vector of type ``vty`` with ``value`` in every lane."""
     undef = ir.Constant(vty, ir.Undefined)
     return builder.shuffle_vector(builder.insert_element(undef, value, ir.Constant(I32, 0)),
@@ -118,14 +118,14 @@ def _broadcast(builder, value, vty):
                                                      [0] * vty.count))
 
 
-def _live_lanes(builder, n, lanes, first=0):
+def live_lanes(builder, n, lanes, first=0):
     """The mask of lanes j with first + j < n (n an int64)."""
     wide = ir.VectorType(I64, lanes)
     return builder.icmp_signed("<", ir.Constant(wide, [first + j for j in range(lanes)]),
-                               _broadcast(builder, n, wide))
+                               splat(builder, n, wide))
 
 
-def _vector_memory(builder, vty, mload, mstore, align: int):
+def vector_memory(builder, vty, mload, mstore, align: int):
     """(load(ptr, mask), store(v, ptr, mask)) of vectors of ``vty`` at a pointer to an
     element: masked (llvm.masked.*, lanes off the mask neither read nor written) unless
     mask is None."""
@@ -154,14 +154,14 @@ def _emit(mod, name, fty, rows, fused, form, table):
     a_base, a_k, a_r, b_base, ldb, t_base, c_base, ldc, kc, load, w, e_base, e_si, flags = \
         fn.args
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    vty, lanes, fma, mload, mstore = _vector_ops(mod, fty)
+    vty, lanes, fma, mload, mstore = vector_ops(mod, fty)
     nv = 1 if form == HALF else 2
     masked = form != FULL
     zero_v = ir.Constant(vty, [0.0] * lanes)
-    read, write = _vector_memory(builder, vty, mload, mstore,
+    read, write = vector_memory(builder, vty, mload, mstore,
                                  8 if isinstance(fty, ir.DoubleType) else 4)
     # lane j of vector h is live when h * lanes + j < w
-    masks = [_live_lanes(builder, w, lanes, h * lanes) if masked else None for h in range(nv)]
+    masks = [live_lanes(builder, w, lanes, h * lanes) if masked else None for h in range(nv)]
 
     def vload(ptr, h=0):
         return read(ptr, masks[h])
@@ -194,7 +194,7 @@ def _emit(mod, name, fty, rows, fused, form, table):
     for r in range(rows):
         g, m = gptr[r // 3], r % 3
         s = builder.load(g if m == 0 else builder.gep(g, [a_r1 if m == 1 else a_r2]))
-        sv = _broadcast(builder, s, vty)
+        sv = splat(builder, s, vty)
         for h in range(nv):
             if fused:
                 new.append(builder.call(fma, [sv, bv[h], accs[nv * r + h]]))
@@ -226,8 +226,8 @@ def _emit_gemv(mod, name, fty, fused):
     fn = ir.Function(mod, _gemv_signature(fty), name)
     a, a_k, b, ldb, c, kc, cols = fn.args
     builder = ir.IRBuilder(fn.append_basic_block("entry"))
-    vty, lanes, fma, mload, mstore = _vector_ops(mod, fty)
-    load, store = _vector_memory(builder, vty, mload, mstore,
+    vty, lanes, fma, mload, mstore = vector_ops(mod, fty)
+    load, store = vector_memory(builder, vty, mload, mstore,
                                  8 if isinstance(fty, ir.DoubleType) else 4)
     zero = ir.Constant(vty, [0.0] * lanes)
 
@@ -255,7 +255,7 @@ def _emit_gemv(mod, name, fty, fused):
         last = builder.add(done, builder.mul(singles, const(lanes)))
         rest = builder.sub(cols, last)
         with builder.if_then(builder.icmp_signed(">", rest, const(0))):
-            update(last, _live_lanes(builder, rest, lanes))
+            update(last, live_lanes(builder, rest, lanes))
 
     def add_rows(k0, count):
         """c += the products of rows k0 .. k0 + count - 1, in that order."""
@@ -263,7 +263,7 @@ def _emit_gemv(mod, name, fty, fused):
         for u in range(count):
             k = builder.add(k0, const(u))
             x = builder.load(builder.gep(a, [builder.mul(k, a_k)]))
-            terms.append((_broadcast(builder, x, vty), builder.gep(b, [builder.mul(k, ldb)])))
+            terms.append((splat(builder, x, vty), builder.gep(b, [builder.mul(k, ldb)])))
 
         def update(off, mask):
             ptr = at(c, off)

@@ -37,6 +37,7 @@ from ..core.pointwise import scale_shift_relu
 from ..core.runs import copy_run, zero_run
 from ..gemm import microkernel
 from ..gemm.product import PARALLEL_WORK, ConstantB, Product
+from . import depthwise_rows
 from .normalization import channel_affine
 from .window import (C, D, DD, DH, DW, H, KD, KH, KW, OD, OH, OW, PD, PH, PW, SD, SH, SW, W,
                      Window, ceil_div, check_float, check_rank, geometry, layout_of, phase_layout,
@@ -397,6 +398,7 @@ DEPTHWISE = {nine: Variants(_depthwise, "conv_depthwise" + ("_3x3" if nine else 
 DEPTHWISE_LANES = Variants(_depthwise_lanes, "conv_depthwise_lanes", parallel=True,
                            MK=microkernel.SOURCE_TAG)
 DEPTHWISE_ROWS = True       # False: depthwise convs take the GEMM path (tests compare the two)
+BY_ROWS = True              # False: no depthwise conv takes depthwise_rows (tests compare)
 # depthwise convs (2-d, 1-d) of at most this many output elements a plane take
 # _depthwise_lanes (0: none do; tests compare the two): measured against the plane kernel
 # (1 thread, 2 threads), 7 x 7 outputs took 0.56-0.8 of its time, 14 x 14 0.85-1.6 (the
@@ -456,7 +458,7 @@ class ConvPlan:
 
     __slots__ = ("geo", "gemm", "n", "c", "m", "in_size", "out_size", "col_size", "chunk",
                  "direct", "wdt", "tiles", "relu", "depthwise", "affine", "bias", "phases",
-                 "grid", "wide", "lanes", "gemv", "gemv_b")
+                 "grid", "wide", "lanes", "gemv", "gemv_b", "rows")
 
 
 def _finish(exact, p, y, b, images, grid=None):
@@ -606,7 +608,7 @@ class Conv(GroupedConv):
         p.tiles = None
         p.grid = None
         p.relu = False
-        p.depthwise = p.lanes = None
+        p.depthwise = p.lanes = p.rows = None
         p.affine = None
         p.bias = ctx.value(2) if has_b else np.zeros(m)      # None: a bias known in run only
         # the stride-phase planes (split_phases): a plane's size, where each tap starts, the
@@ -618,7 +620,11 @@ class Conv(GroupedConv):
                 and p.gemm.tiles.own \
                 and n * m * out_size > 0:
             large = n * m * out_size * k >= PARALLEL_MIN
-            if out_size <= LANES_PLANE and p.geo[D] == 1 and p.geo[KD] == 1:
+            if BY_ROWS and depthwise_rows.fits(p.geo) and out_size > LANES_PLANE:
+                # (the zeros: the rows of the padding, read only)
+                p.rows = (depthwise_rows.variants(p.geo).get(ctx.exact, large and n * m > 1),
+                          np.zeros(int(p.geo[W]), p.wdt))
+            elif out_size <= LANES_PLANE and p.geo[D] == 1 and p.geo[KD] == 1:
                 plan = lanes_plan(p.geo, p.wdt.itemsize, n, m)
                 p.lanes = (DEPTHWISE_LANES.get(ctx.exact, large and plan[0] > 1),) + plan
             else:
@@ -667,6 +673,16 @@ class Conv(GroupedConv):
             elif gemm.tiles is not None:       # the BLAS
                 calls.python(gemm, a, bmat, out, None, batches)
 
+        if p.rows is not None:
+            # the bias and an absorbed Relu on each plane as it is made; folded scale-and-shift
+            # stages (fast mode) by the bias pass after
+            fused = p.affine is None
+            fn, zeros = p.rows
+            calls.append((fn, (x, w, y, b if fused and b is not None else y[:0], zeros,
+                               p.geo, p.m // g, fused and p.relu, p.n * p.m)))
+            if not fused:
+                finish(y, b, p.n)
+            return calls
         if p.lanes is not None:
             fn, tasks, hp, wp, taps, size = p.lanes
             work = buffer(p.wdt, (numba.config.NUMBA_NUM_THREADS, size))

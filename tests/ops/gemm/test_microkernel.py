@@ -184,23 +184,28 @@ def test_convolutions_of_one_output_position_equal_the_tiles(images, channels, o
 
 
 @pytest.mark.parametrize("mode", ["fast", "exact"])
-@pytest.mark.parametrize("kernel", ["planes", "lanes"])
-@pytest.mark.parametrize("mult,stride,pads,dil,taps,c", [
-    (1, 1, 1, 1, (3, 3), 6), (2, 2, 1, 1, (3, 3), 6), (1, 2, 0, 2, (3, 3), 6),
-    (3, 1, 2, 1, (3, 3), 6), (1, 1, 2, 1, (5, 5), 6), (2, 2, 1, 1, (2, 3), 6),
-    (1, 1, 2, 1, (5, 5), 37), (1, 2, 2, 1, (5, 5), 20)])
-def test_depthwise_conv_equals_the_gemm_path(mult, stride, pads, dil, taps, c, kernel, mode,
-                                             monkeypatch):
+@pytest.mark.parametrize("kernel", ["planes", "lanes", "rows"])
+@pytest.mark.parametrize("mult,stride,pads,dil,taps,c,hw", [
+    (1, 1, 1, 1, (3, 3), 6, (11, 13)), (2, 2, 1, 1, (3, 3), 6, (11, 13)),
+    (1, 2, 0, 2, (3, 3), 6, (11, 13)), (3, 1, 2, 1, (3, 3), 6, (11, 13)),
+    (1, 1, 2, 1, (5, 5), 6, (11, 13)), (2, 2, 1, 1, (2, 3), 6, (11, 13)),
+    (1, 1, 2, 1, (5, 5), 37, (11, 13)), (1, 2, 2, 1, (5, 5), 20, (11, 13)),
+    (1, 1, 1, 1, (3, 3), 3, (9, 71)), (1, 2, 1, 1, (3, 3), 3, (16, 67)),
+    (2, 1, 3, 2, (3, 4), 2, (15, 40)), (1, 2, 2, 1, (5, 5), 2, (30, 35))])
+def test_depthwise_conv_equals_the_gemm_path(mult, stride, pads, dil, taps, c, hw, kernel,
+                                             mode, monkeypatch):
     """Depthwise Conv (one input channel per group) runs its own kernels: by planes (windows
-    of nine taps in one pass; five taps a pass and the rest) or, on small planes, a vector
+    of nine taps in one pass; five taps a pass and the rest), on small planes a vector
     register of channels at a time (_depthwise_lanes: blocks of fewer at the end, positions
-    four, two and one a call); their bits are the micro-kernel GEMM's in both modes (padding
-    taps as products with 0: an infinite weight gives NaN at the border there too; exact
-    mode's NaN canonical)."""
+    four, two and one a call), or by rows read in place (depthwise_rows: column strides 1
+    and 2, rows of one vector or many, windows unrolled or not); their bits are the
+    micro-kernel GEMM's in both modes (padding taps as products with 0: an infinite weight
+    gives NaN at the border there too; exact mode's NaN canonical)."""
     from graphrt.kernels.nn import conv
-    monkeypatch.setattr(conv, "LANES_PLANE", 0 if kernel == "planes" else 10 ** 9)
+    monkeypatch.setattr(conv, "LANES_PLANE", 10 ** 9 if kernel == "lanes" else 0)
+    monkeypatch.setattr(conv, "BY_ROWS", kernel == "rows")
     rng = np.random.default_rng(5)
-    x = rng.standard_normal((2, c, 11, 13)).astype(np.float32)
+    x = rng.standard_normal((2, c) + hw).astype(np.float32)
     w = rng.standard_normal((c * mult, 1) + taps).astype(np.float32)
     w[1, 0, 0, 0] = np.inf
     w[-1, 0, 0, -1] = np.inf
@@ -213,6 +218,41 @@ def test_depthwise_conv_equals_the_gemm_path(mult, stride, pads, dil, taps, c, k
     want = graphrt.Session(model, graphrt.SessionOptions(mode=mode)).run(None, {"X": x, "W": w})[0]
     assert got[0].tobytes() == got[1].tobytes() == want.tobytes()
     assert np.isnan(want).any()
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("then", [None, "Relu", "BatchNormalization"])
+def test_depthwise_rows_apply_the_bias_and_what_the_conv_absorbed(then, mode, monkeypatch):
+    """The row kernel adds the bias and applies an absorbed Relu to each plane it makes; a
+    folded scale-and-shift (fast mode) is left to the bias pass: the bits of the plane
+    kernel's path, which applies them all in that pass."""
+    from onnx import helper, numpy_helper
+
+    from graphrt.kernels.nn import conv
+    rng = np.random.default_rng(8)
+    c = 24
+    x = rng.standard_normal((1, c, 14, 14)).astype(np.float32)
+    inits = [numpy_helper.from_array(rng.standard_normal((c, 1, 5, 5)).astype(np.float32), "W"),
+             numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "B")]
+    nodes = [helper.make_node("Conv", ["X", "W", "B"], ["C" if then else "Y"], group=c,
+                              pads=[2] * 4)]
+    if then == "BatchNormalization":
+        for name in ("s", "t", "mu", "var"):
+            inits.append(numpy_helper.from_array(
+                (rng.random(c) + 0.5).astype(np.float32), name))
+        nodes.append(helper.make_node(then, ["C", "s", "t", "mu", "var"], ["Y"]))
+    elif then:
+        nodes.append(helper.make_node(then, ["C"], ["Y"]))
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "X", 1, list(x.shape))], [helper.make_tensor_value_info("Y", 1, None)], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    got = [graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=t, mode=mode)).run(
+        None, {"X": x})[0] for t in (1, 2)]
+    monkeypatch.setattr(conv, "BY_ROWS", False)
+    monkeypatch.setattr(conv, "LANES_PLANE", 0)
+    want = graphrt.Session(model, graphrt.SessionOptions(mode=mode)).run(None, {"X": x})[0]
+    assert got[0].tobytes() == got[1].tobytes() == want.tobytes()
+    assert (want < 0).any() == (then != "Relu")
 
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])

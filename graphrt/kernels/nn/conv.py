@@ -333,10 +333,19 @@ def _depthwise_lanes(x, w, y, g, mg, hp, wp, taps, work, tasks):
         step = np.uint64(g[SW] * lanes)
         for oh in range(oh_):
             ow = 0
-            while ow < ow_:     # four positions a call, then two, then one
+            while ow < ow_:
+                # the row's positions in one call where it has 7 or 8 (a 7 x 7 map: seven
+                # chains in flight; as 4 + 2 + 1 the last calls waited on their FMAs'
+                # latency), else four a call, then two, then one
                 o = np.uint64((oh * ow_ + ow) * lanes)
                 xs = np.uint64((oh * g[SH] * wp + ow * g[SW]) * lanes)
-                if ow + 4 <= ow_:
+                if ow + 8 <= ow_:
+                    _window_lanes(ob, o, wb, xb, xs, step, taps, EXACT, 8)
+                    ow += 8
+                elif ow + 7 == ow_:
+                    _window_lanes(ob, o, wb, xb, xs, step, taps, EXACT, 7)
+                    ow += 7
+                elif ow + 4 <= ow_:
                     _window_lanes(ob, o, wb, xb, xs, step, taps, EXACT, 4)
                     ow += 4
                 elif ow + 2 <= ow_:

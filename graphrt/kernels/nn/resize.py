@@ -44,6 +44,7 @@ from ...errors import ErrorKind
 from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.broadcast import PARALLEL_MIN
 from ..core.jit import Variants
+from ..core.runs import copy_run
 from ..core.words import numeric_word
 from ..tensor.views import unique_axes
 
@@ -75,6 +76,32 @@ def _gather(x, y, tab, starts, oshape, rows):
         dst = y[row * w:(row + 1) * w]
         for j in range(w):
             dst[j] = x[base + last[j]]
+
+
+def _repeat(x, y, h, w, kh, kw, planes):
+    """Nearest upsampling of planes by whole factors: y's plane p (h * kh rows of w * kw) =
+    x's plane p (h x w) with each element kw times along its row and each row kh times
+    (the gather's values, written without its index table: a row's repeats with unsigned
+    indices, which vectorise, then copies of that row)."""
+    ow = w * kw
+    uw, ukw, two = np.uint64(w), np.uint64(kw), np.uint64(2)
+    for p in prange(planes):
+        for i in range(h):
+            s0 = np.uint64((p * h + i) * w)
+            o0 = (p * h + i) * kh * ow
+            u0 = np.uint64(o0)
+            if kw == 2:
+                for j in range(uw):
+                    v = x[s0 + j]
+                    y[u0 + two * j] = v
+                    y[u0 + two * j + np.uint64(1)] = v
+            else:
+                for j in range(uw):
+                    v = x[s0 + j]
+                    for t in range(ukw):
+                        y[u0 + j * ukw + t] = v
+            for r in range(1, kh):
+                copy_run(y, o0 + r * ow, y, o0, ow, 1)
 
 
 def _resample(x, y, idx, wt, taps, n_in, n_out, inner, tasks):
@@ -110,6 +137,7 @@ def _fill(y, outer, n, inner, rows, value):
 
 # Moving data only: the fast variants serve both modes.
 _GATHER = Variants(_gather, "resize_gather", parallel=True)
+_REPEAT = Variants(_repeat, "resize_repeat", parallel=True, COPY=copy_run)
 _FILL = Variants(_fill, "resize_fill", parallel=True)
 _RESAMPLE = Variants(_resample, "resize_resample", parallel=True)
 
@@ -201,6 +229,22 @@ def taps(x, mode, scale, n_in, a, antialias, exclude):
         total = _row_sum(w)
         w = w / np.where(total == 0, 1.0, total)[:, None]
     return np.clip(idx, 0, n_in - 1), w
+
+
+def _whole_factors(shape, out, picks):
+    """(h, w, kh, kw, planes) where the nearest picks repeat each element of the last two
+    axes a whole number of times (pick j = j // k: an upsampling by whole factors, the
+    other axes unchanged), else None."""
+    if len(shape) < 2 or any(out[d] != shape[d] or not np.array_equal(picks[d], np.arange(out[d]))
+                             for d in range(len(shape) - 2)):
+        return None
+    factors = []
+    for d in (-2, -1):
+        k, rem = divmod(out[d], shape[d])
+        if rem or k < 1 or not np.array_equal(picks[d], np.arange(out[d]) // k):
+            return None
+        factors.append(k)
+    return (shape[-2], shape[-1], factors[0], factors[1], math.prod(shape[:-2]))
 
 
 # ----------------------------------------------------------------------------- kernel class
@@ -362,7 +406,7 @@ class Resize(OpKernel):
         rows = math.prod(out[:-1])
         fn = _GATHER.get(False, math.prod(out) >= PARALLEL_MIN and rows > 1)
         return (np.concatenate(tabs).astype(np.uint64), starts, np.array(out, np.int64), rows, fn,
-                picks)
+                picks, _whole_factors(shape, out, picks))
 
     def _passes(self, shape, out, scale, coords, changed, wide):
         cur = list(shape)
@@ -392,8 +436,12 @@ class Resize(OpKernel):
         word = numeric_word(ctx.flat_in[0].dtype)
         if p.gather is None or word is None or ctx.flat_out[0].size == 0:
             return None
-        tab, starts, oshape, rows, fn, _picks = p.gather
+        tab, starts, oshape, rows, fn, _picks, factors = p.gather
         y = ctx.flat_out[0].view(word)
+        if factors is not None and not p.fills:
+            h, w, kh, kw, planes = factors
+            return [(_REPEAT.get(False, y.size >= PARALLEL_MIN and planes > 1),
+                     (ctx.flat_in[0].view(word), y, h, w, kh, kw, planes))]
         calls = [(fn, (ctx.flat_in[0].view(word), y, tab, starts, oshape, rows))]
         for outer, n, inner, fill_rows in p.fills:
             value = p.fill_value.reshape(1).view(word)[0]

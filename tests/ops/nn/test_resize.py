@@ -193,3 +193,34 @@ def test_resize_nearest_compiled_calls_give_the_first_runs_values(dtype, transfo
     assert plain and all(fn is not None for fn, _args, _i in plain)    # no Python step
     assert runs[1].tobytes() == runs[0].tobytes() == runs[2].tobytes()
     np.testing.assert_array_equal(runs[0], reference("Resize", inputs, attrs, 19))
+
+
+@pytest.mark.parametrize("dtype", [F32, np.float16, np.int8])
+@pytest.mark.parametrize("shape,factors,transform", [
+    ((2, 3, 5, 7), (2, 2), "asymmetric"), ((1, 4, 6, 5), (3, 2), "half_pixel"),
+    ((3, 6, 5), (1, 3), "asymmetric"), ((5, 4), (2, 1), "half_pixel"),
+    ((1, 2, 4, 4), (4, 4), "asymmetric")])
+def test_upsampling_by_whole_factors_repeats_without_the_index_table(shape, factors, transform,
+                                                                     dtype):
+    """Nearest resizing whose picks repeat each element of the last two axes a whole number
+    of times (a detector's 2x upsampling) writes the repeats directly: the gather's values
+    and onnx's reference, at 1 and 2 threads."""
+    import graphrt
+    from graphrt.kernels.nn import resize
+
+    from ...helpers import feeds, one_node
+    x = (rand(shape, seed=6) * 50).astype(dtype)
+    scales = np.array([1.0] * (len(shape) - 2) + [float(k) for k in factors], F32)
+    inputs = [x, None, scales, None]
+    attrs = {"mode": "nearest", "coordinate_transformation_mode": transform,
+             "nearest_mode": "floor" if transform == "asymmetric" else "round_prefer_floor"}
+    model = one_node("Resize", inputs, attrs, 19, consts=(1, 2))
+    f = feeds(inputs, consts=(1, 2))
+    got = [graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=t)).run(None, f)[0]
+           for t in (1, 2)]
+    sess = graphrt.Session(model)
+    sess.run(None, f)
+    (_key, entry), = sess._plans._entries
+    assert entry.plan.steps[0].prepared.gather[6] is not None     # the repeats' path
+    np.testing.assert_array_equal(got[0], reference("Resize", inputs, attrs, 19))
+    assert got[0].tobytes() == got[1].tobytes()

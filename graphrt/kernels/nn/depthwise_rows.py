@@ -62,13 +62,13 @@ def _rows(typingctx, y, yo, x, xo, zeros, w, wo, g, oh0, ow0, exact, rows, cols,
           kw_lit):
     """y[yo + oh * OW + ow0 + j] for oh0 <= oh < min(oh0 + rows, OH) and j < cols * V with
     ow0 + j < OW: each the chain over the window's taps in row-major order (see the module's
-    docstring), rows x cols vectors of chains at once (``rows``, ``cols``: literals). A tap's row above or below the input
-    is read from ``zeros`` (at least W zeros), its columns left or right of it as 0 by the
-    load's mask: every padding tap is a product with 0, as in the GEMM path. ``sw_lit``: the
-    column stride, 1 or 2 (the even lanes of two loads); ``kw_lit``: the
-    window's width as a literal (a window row's taps unrolled), or 0 (read from g). (The
-    window's rows stay a loop: unrolled, LLVM hoists every tap's weight out of the caller's
-    loops, 25 vectors beside the chains, and spills them.)"""
+    docstring), rows x cols vectors of chains at once (``rows``, ``cols``: literals). A
+    tap's row above or below the input is read from ``zeros`` (at least W zeros), its columns
+    left or right of it as 0 by the load's mask: every padding tap is a product with 0, as
+    in the GEMM path. ``sw_lit``: the column stride, 1 or 2 (the even lanes of two loads);
+    ``kw_lit``: the window's width as a literal (a window row's taps unrolled), or 0 (read
+    from g). (The window's rows stay a loop: unrolled, LLVM hoists every tap's weight out of
+    the caller's loops, 25 vectors beside the chains, and spills them.)"""
     if not (y.dtype == x.dtype == zeros.dtype == w.dtype
             and isinstance(exact, types.BooleanLiteral)
             and all(isinstance(a, types.IntegerLiteral) for a in (rows, cols, sw_lit, kw_lit))
@@ -195,20 +195,12 @@ def _depthwise_rows(x, w, y, b, zeros, g, mg, relu, planes):
                 for ow0 in range(0, ow_, 2 * lanes):
                     _rows(y, tt * p_, x, xo, zeros, w, m * kk, g, oh0, ow0, EXACT, ROWS, 2,
                           SW_LIT, KW_LIT)
-        plane = y[tt * p_:(tt + 1) * p_]
-        if b.size:
-            bv = b[m]
-            if relu:
-                for j in range(plane.size):
-                    v = scale_shift_relu(plane[j], bv, bv, False, True, True)
-                    plane[j] = np.nan if EXACT and v != v else v
-            else:
-                for j in range(plane.size):
-                    v = scale_shift_relu(plane[j], bv, bv, False, True, False)
-                    plane[j] = np.nan if EXACT and v != v else v
-        elif relu:
+        shifted = b.size > 0
+        if shifted or relu:
+            plane = y[tt * p_:(tt + 1) * p_]
+            bv = b[m] if shifted else plane[0]
             for j in range(plane.size):
-                v = scale_shift_relu(plane[j], plane[j], plane[j], False, False, True)
+                v = scale_shift_relu(plane[j], bv, bv, False, shifted, relu)
                 plane[j] = np.nan if EXACT and v != v else v
 
 

@@ -235,7 +235,8 @@ def _whole_factors(shape, out, picks):
     """(h, w, kh, kw, planes) where the nearest picks repeat each element of the last two
     axes a whole number of times (pick j = j // k: an upsampling by whole factors, the
     other axes unchanged), else None."""
-    if len(shape) < 2 or any(out[d] != shape[d] or not np.array_equal(picks[d], np.arange(out[d]))
+    if len(shape) < 2 or any(out[d] != shape[d] or
+                             not np.array_equal(picks[d], np.arange(out[d]))
                              for d in range(len(shape) - 2)):
         return None
     factors = []
@@ -392,12 +393,14 @@ class Resize(OpKernel):
                 plan.fills.append((math.prod(out[:a]), out[a], math.prod(out[a + 1:]),
                                    np.flatnonzero(flags).astype(np.int64)))
         if self.mode == "nearest":
-            plan.gather = self._gather_plan(shape, out, scale, coords)
+            plan.gather = self._gather_plan(shape, out, scale, coords, not plan.fills)
         else:
             plan.passes = self._passes(shape, out, scale, coords, changed, wide)
         ctx.prepared = plan
 
-    def _gather_plan(self, shape, out, scale, coords):
+    def _gather_plan(self, shape, out, scale, coords, repeat: bool):
+        """The gather's tables and function, the picks per axis, and the whole factors of an
+        upsampling that repeats elements (``repeat``: no extrapolated rows to fill), or None."""
         strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
         picks = [nearest_index(coords[d][0], self.nearest_mode, scale[d], shape[d])
                  if d in coords else np.arange(n, dtype=np.int64) for d, n in enumerate(out)]
@@ -406,7 +409,7 @@ class Resize(OpKernel):
         rows = math.prod(out[:-1])
         fn = _GATHER.get(False, math.prod(out) >= PARALLEL_MIN and rows > 1)
         return (np.concatenate(tabs).astype(np.uint64), starts, np.array(out, np.int64), rows, fn,
-                picks, _whole_factors(shape, out, picks))
+                picks, _whole_factors(shape, out, picks) if repeat else None)
 
     def _passes(self, shape, out, scale, coords, changed, wide):
         cur = list(shape)
@@ -438,7 +441,7 @@ class Resize(OpKernel):
             return None
         tab, starts, oshape, rows, fn, _picks, factors = p.gather
         y = ctx.flat_out[0].view(word)
-        if factors is not None and not p.fills:
+        if factors is not None:
             h, w, kh, kw, planes = factors
             return [(_REPEAT.get(False, y.size >= PARALLEL_MIN and planes > 1),
                      (ctx.flat_in[0].view(word), y, h, w, kh, kw, planes))]

@@ -206,7 +206,7 @@ def test_a_loaded_kernel_defers_its_linking_bitcode_until_something_links_it(tmp
     assert compiled["hits"] == 0 and not compiled["deferred"]
     assert loaded["hits"] == 1 and loaded["deferred"] and loaded["parsed"]
     for r in runs:
-        assert r["value"] == r["direct"] + 1.0 and abs(r["direct"] - r["exp"]) < 1e-10 * r["exp"]
+        assert r["value"] == r["direct"] + 1.0 and abs(r["direct"] - r["exp"]) < 2e-9 * r["exp"]
 
 
 def test_the_symbols_read_from_object_code_are_those_its_module_defines():

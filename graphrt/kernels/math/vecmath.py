@@ -136,8 +136,10 @@ class _Emit:
         return self.keep_nan(x, self.where("<", t, self.k(1.0), small, big))
 
     def sigmoid(self, x):
+        # NaN gives x itself (the negation would flip its sign): x * Sigmoid(x) then has the
+        # same bits in either order of the product, as the fused Swish has
         b = self.b
-        return b.fdiv(self.k(1.0), b.fadd(self.k(1.0), self.exp(b.fneg(x))))
+        return self.keep_nan(x, b.fdiv(self.k(1.0), b.fadd(self.k(1.0), self.exp(b.fneg(x)))))
 
     def gelu(self, d):
         # x < 0: x / 2 erfc(|x| / sqrt 2), which does not cancel as 1 + erf does

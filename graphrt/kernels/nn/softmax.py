@@ -23,7 +23,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 from ..core.base import InferContext, OpKernel, RunContext, make_calls
 from ..core.broadcast import PARALLEL_MIN
@@ -39,13 +42,31 @@ ROW = None
 _SUM, _SUM_OWN_EXP = VALUES.run, EXACT_EXP_DEVIATIONS.run
 
 
+@intrinsic
+def _maximum(typingctx, a, b):
+    """llvm.maximum: NaN if either is NaN, max(-0, +0) = +0. Associative and commutative
+    exactly, so LLVM may (and does) vectorise a row's maximum over it without fast-math
+    flags: 0.2 ns an element here, against 1.4 for the compare-and-select chain, one
+    element after another, it replaced."""
+    if a != b or a not in (types.float32, types.float64):
+        return None
+
+    def codegen(context, builder, sig, args):
+        fty = context.get_value_type(sig.return_type)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(fty, [fty, fty]),
+                                            f"llvm.maximum.{fty.intrinsic_name}")
+        return builder.call(fn, args)
+    return a(a, a), codegen
+
+
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy", fastmath=False)
 def _row_max(x):
+    """The row's maximum, NaN if it holds one (and so the whole row). Where +0 and -0 both
+    are the maximum, which one m is changes no result: exp(x - m) is the same, and the sum
+    is at least 2, so LogSoftmax's x - m - log(sum) has the same sign for either."""
     m = x[0]
     for k in range(1, x.size):
-        v = x[k]
-        if v > m or v != v:     # a NaN anywhere makes the maximum NaN (and the row)
-            m = v
+        m = _maximum(m, x[k])
     return m
 
 

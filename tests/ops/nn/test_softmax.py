@@ -63,6 +63,28 @@ def test_softmax_threads_double_and_nan():
     assert np.isnan(y[0]).all() and np.allclose(y[1], 1 / 3)
 
 
+@pytest.mark.parametrize("exact", [False, True])
+def test_softmax_long_rows_nan_infinities_and_zeros(exact):
+    """Rows long enough for the vectorised maximum (197: vectors and a tail): a NaN in the
+    vectors or the tail makes the whole row NaN, an infinite maximum too (inf - inf), and a
+    row whose maximum is both +0 and -0 gives the reference, as does one whose maximum is its
+    last element."""
+    x = rand((8, 197), seed=29) * 4
+    x[0, 3], x[1, 150], x[2, 196] = np.nan, np.nan, np.nan
+    x[3, 90] = np.inf
+    x[4] = -np.inf
+    x[5, :] = -3.0
+    x[5, 17], x[5, 196] = -0.0, 0.0
+    x[6, 40], x[6, 41] = 0.0, -0.0
+    x[6] = np.minimum(x[6], 0.0)
+    x[7, 196] = 500.0       # the maximum in the tail: missed, exp(500 - m) overflows
+    out = kernel_run(Softmax, [x], exact=exact)
+    assert np.isnan(out[:5]).all()
+    np.testing.assert_allclose(out[5:], softmax_reference(x[5:], 1, False), rtol=2e-6, atol=1e-7)
+    d = x.astype(np.float64)
+    assert np.isnan(kernel_run(Softmax, [d], exact=exact)[:5]).all()
+
+
 def test_softmax_errors():
     assert Softmax.supports_exact            # with graphrt's own exp (exactmath.py)
     expect_error(ErrorKind.UNSUPPORTED, kernel_run, Softmax, [np.zeros((2, 3), np.int32)])

@@ -16,12 +16,13 @@ to libm unchanged (``vexp`` and the others are overloaded on the argument's type
   through as NaN.
 - tanh(x) = x P(x^2) for |x| < 0.625 (P a least-squares fit of tanh(x)/x on Chebyshev
   nodes, relative error 1.5e-10), else sign(x) (1 - 2 / (exp(2|x|) + 1)).
-- erf(x) = x Q(x^2) for |x| < 1 (a fit of erf(x)/x, 3.4e-11), else
-  sign(x) (1 - erfc(|x|)) with erfc(t) = exp(-t^2) R(1/t) (R a fit of erfc(t) exp(t^2) as a
-  polynomial in 1/t over [1, 10.5], 1.6e-10), 0 past 10.5.
+- erfc(t) = exp(-t^2) R(u) for 0 <= t <= 10.5, u = 1 / (1 + t/2) (R a fit of erfc(t)
+  exp(t^2), which falls like 1 / t, as a polynomial in u over u's interval: degree 11,
+  1.9e-9), 0 past 10.5.
+- erf(x) = x Q(x^2) for |x| < 1 (a fit of erf(x)/x, 3.4e-11), else sign(x) (1 - erfc(|x|)).
 - sigmoid(x) = 1 / (1 + exp(-x)).
 - GELU: x/2 (2 - erfc(x/sqrt 2)) for x >= 0, x/2 erfc(|x|/sqrt 2) below (no cancellation in
-  the negative tail); the tanh form as x / (1 + exp(-2z)), z = sqrt(2/pi) (x + 0.044715 x^3).
+  the negative tail; one erfc for every x, with no case for small x); the tanh form as x / (1 + exp(-2z)), z = sqrt(2/pi) (x + 0.044715 x^3).
 
 Both sides of every case are computed and one is selected (no branch, which would keep the
 loop scalar). Each function is LLVM IR that an intrinsic writes into the calling loop
@@ -54,7 +55,8 @@ _ROUNDING = 1.5 * 2.0 ** 52 + 1023.0     # (x / ln 2 + this) - this = round(x / 
 
 # least-squares fits on Chebyshev nodes (float64): exp(r) on |r| <= ln2 / 2 (1.9e-9), tanh(x)
 # / x in x^2 on |x| < 0.625 (relative error 1.5e-10), erf(x) / x in x^2 on |x| < 1 (3.4e-11),
-# erfc(t) exp(t^2) in 1/t on 1 <= t <= 10.5 (1.6e-10); highest degree first, by Horner's rule
+# erfc(t) exp(t^2) in 1 / (1 + t/2) on 0 <= t <= 10.5 (1.9e-9); highest degree first, by
+# Horner's rule
 _EXP_P = (0.001382940882363457, 0.00837477975502221, 0.04166835870612984,
           0.16666420734690665, 0.4999999148795855, 1.0000000361472856, 1.0000000005924918)
 _TANH_P = (0.0021256387725519057, -0.008155737534733181, 0.021690329841922828,
@@ -62,12 +64,10 @@ _TANH_P = (0.0021256387725519057, -0.008155737534733181, 0.021690329841922828,
 _ERF_P = (-9.634993517620109e-06, 0.00011254643776179286, -0.0008482508523587231,
           0.0052209233020439, -0.026865392170817286, 0.1128378184031288, -0.3761263842609395,
           1.128379167057142)
-_ERFCX_P = (0.12158877158446194, -1.0242972381245008, 3.9343855289224194, -9.094136660691408,
-            14.018796519701436, -15.000035393750265, 11.083579611997365, -5.233035769217376,
-            1.0965787066010522, 0.21674135592837546, 0.027772598246797783,
-            -0.2846995412499431, 0.0001613166615744906, 0.5641836728828672,
-            9.673099365519122e-08)
-
+_ERFCX_P = (0.025325406195980883, -0.12630631780466028, 0.20406748549511805,
+            -0.00667150848306821, -0.3132675788678716, 0.23821562864304302,
+            -0.04232108399566364, 0.2175940186023323, 0.23810096632966535,
+            0.2832528394069743, 0.2820072748060258, 2.8714097273785377e-06)
 
 class _Emit:
     """Writes the float64 functions of the module docstring as straight-line IR at a
@@ -120,10 +120,10 @@ class _Emit:
         big = self.where(">=", x, self.k(0.0), big, b.fneg(big))
         return self.keep_nan(x, self.where("<", t, self.k(0.625), small, big))
 
-    def erfc_tail(self, t):
-        """erfc(t) for t >= 1 (0 past 10.5, where float32 products of it vanish)."""
+    def erfc(self, t):
+        """erfc(t) for t >= 0 (0 past 10.5, where float32 products of it vanish)."""
         b = self.b
-        u = b.fdiv(self.k(1.0), self.where(">", t, self.k(1.0), t, self.k(1.0)))
+        u = b.fdiv(self.k(1.0), b.fadd(b.fmul(t, self.k(0.5)), self.k(1.0)))
         v = b.fmul(self.exp(b.fneg(b.fmul(t, t))), self.poly(_ERFCX_P, u))
         return self.where("<=", t, self.k(10.5), v, self.k(0.0))
 
@@ -131,7 +131,7 @@ class _Emit:
         b = self.b
         t = self._unary("llvm.fabs.f64", x)
         small = b.fmul(x, self.poly(_ERF_P, b.fmul(x, x)))
-        big = b.fsub(self.k(1.0), self.erfc_tail(t))
+        big = b.fsub(self.k(1.0), self.erfc(t))
         big = self.where(">=", x, self.k(0.0), big, b.fneg(big))
         return self.keep_nan(x, self.where("<", t, self.k(1.0), small, big))
 
@@ -145,8 +145,7 @@ class _Emit:
         # x < 0: x / 2 erfc(|x| / sqrt 2), which does not cancel as 1 + erf does
         b = self.b
         t = b.fmul(self._unary("llvm.fabs.f64", d), self.k(0.7071067811865476))
-        near = b.fsub(self.k(1.0), b.fmul(t, self.poly(_ERF_P, b.fmul(t, t))))
-        erfc = self.where("<", t, self.k(1.0), near, self.erfc_tail(t))
+        erfc = self.erfc(t)
         half = b.fmul(self.k(0.5), d)
         v = self.where(">=", d, self.k(0.0), b.fmul(half, b.fsub(self.k(2.0), erfc)),
                        b.fmul(half, erfc))

@@ -22,7 +22,8 @@ to libm unchanged (``vexp`` and the others are overloaded on the argument's type
 - erf(x) = x Q(x^2) for |x| < 1 (a fit of erf(x)/x, 3.4e-11), else sign(x) (1 - erfc(|x|)).
 - sigmoid(x) = 1 / (1 + exp(-x)).
 - GELU: x/2 (2 - erfc(x/sqrt 2)) for x >= 0, x/2 erfc(|x|/sqrt 2) below (no cancellation in
-  the negative tail; one erfc for every x, with no case for small x); the tanh form as x / (1 + exp(-2z)), z = sqrt(2/pi) (x + 0.044715 x^3).
+  the negative tail; one erfc for every x, with no case for small x); the tanh form as
+  x / (1 + exp(-2z)), z = sqrt(2/pi) (x + 0.044715 x^3).
 
 Both sides of every case are computed and one is selected (no branch, which would keep the
 loop scalar). Each function is LLVM IR that an intrinsic writes into the calling loop
@@ -68,6 +69,7 @@ _ERFCX_P = (0.025325406195980883, -0.12630631780466028, 0.20406748549511805,
             -0.00667150848306821, -0.3132675788678716, 0.23821562864304302,
             -0.04232108399566364, 0.2175940186023323, 0.23810096632966535,
             0.2832528394069743, 0.2820072748060258, 2.8714097273785377e-06)
+
 
 class _Emit:
     """Writes the float64 functions of the module docstring as straight-line IR at a

@@ -440,9 +440,11 @@ class _Recurrent(OpKernel):
                                  bool(self.coupled) and lstm,
                                  bool(self.lbr) and gru).get(ctx.exact, parallel)
         # R^T once per plan when R is a constant (the session's own when it took R)
-        r = ctx.value(2) if 2 not in self._taken else None
-        rt = self._taken[2][2] if 2 in self._taken else None if r is None else \
-            aligned_copy(r.transpose(0, 2, 1), work).reshape(-1)
+        if 2 in self._taken:
+            rt = self._taken[2][2]
+        else:
+            r = ctx.value(2)
+            rt = None if r is None else aligned_copy(r.transpose(0, 2, 1), work).reshape(-1)
         taken_w = self._taken[1][2] if 1 in self._taken else None
         w = ctx.value(1) if taken_w is None else taken_w     # (taken: panels, read below)
         wt = aligned_copy(self._w_t(w, dirs, isz, gh), work).reshape(-1) \

@@ -392,9 +392,26 @@ def test_qdq_groups_run_as_integer_operators(form):
     assert np.abs(got - exact).max() <= QDQ_STEP * 1.001
     assert np.mean(got != exact) < 0.05
     ort = pytest.importorskip("onnxruntime")
-    want = ort.InferenceSession(model.SerializeToString(),
-                                providers=["CPUExecutionProvider"]).run(None, feeds)[0]
-    assert np.abs(got - want).max() <= QDQ_STEP * 1.001
+    so = ort.SessionOptions()
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    for options in (so, None):
+        if options is None and not _int8_products_exact():
+            break
+        want = ort.InferenceSession(model.SerializeToString(), options,
+                                    providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+        assert np.abs(got - want).max() <= QDQ_STEP * 1.001
+
+
+def _int8_products_exact() -> bool:
+    """Whether onnxruntime's fused int8 kernels sum their products exactly here: on x86
+    without VNNI they multiply-add pairs into int16 (vpmaddubsw), which saturates (on an
+    AVX2 Zen 3 its QLinearConv gave 3.15 where its own unfused graph and graphrt gave 3.25)."""
+    import platform
+
+    import llvmlite.binding as llb
+    feats = llb.get_host_cpu_features()
+    return platform.machine() not in ("x86_64", "AMD64") or bool(
+        feats.get("avx512vnni") or feats.get("avxvnni"))
 
 
 def _payload_nans(*shape):

@@ -10,6 +10,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
+from .frozen import frozen
+
 PARALLEL_MIN = 1 << 16      # elements: below this a parallel launch costs more than it saves
 BLOCK = 1 << 14             # elements per parallel task along the inner axis
 
@@ -107,8 +109,9 @@ def row_offset(row, shape, strides):
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)
 def put(out, k, v, exact):
     """out[k] = v, with NaN written as the canonical quiet NaN when exact (one store of a
-    selected value: two stores in branches kept LLVM from vectorising the callers' loops)."""
-    out[k] = canonical(v) if exact else v
+    selected value: two stores in branches kept LLVM from vectorising the callers' loops),
+    frozen: never a masked store where out[k] was v's operand (core/frozen.py)."""
+    out[k] = frozen(canonical(v) if exact else v)
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True, fastmath=False)

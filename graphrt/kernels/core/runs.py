@@ -24,6 +24,11 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ..gemm.microkernel import VBYTES
+from .jit import file_tag
+
+# names the kernels that inline this module's intrinsics (numba's cache does not follow
+# their code generation to this file)
+SOURCE_TAG = file_tag(__file__)
 
 
 def _masked_io(context, builder, arr_ty, arr, at, lanes, m, first=0):
@@ -58,6 +63,13 @@ def _masked_io(context, builder, arr_ty, arr, at, lanes, m, first=0):
     return vty, ptr, mask, do_load, do_store
 
 
+def _whole(builder, m, lanes):
+    """m >= lanes: every lane live, so plain vector moves serve. A masked store costs tens
+    of cycles on AVX2 cores of AMD's Zen 1-3 (vmaskmovps to memory is microcoded) even
+    with every lane set; only a run's last piece takes it."""
+    return builder.icmp_signed(">=", m, ir.Constant(m.type, lanes))
+
+
 def _lanes(context, arr_ty) -> int:
     return max(1, VBYTES // context.get_abi_sizeof(context.get_data_type(arr_ty.dtype)))
 
@@ -73,12 +85,20 @@ def _piece(typingctx, dst, d, src, s, m):
     def codegen(context, builder, sig, args):
         dst_a, d_, src_a, s_, m_ = args
         lanes = _lanes(context, sig.args[0])
-        load = _masked_io(context, builder, sig.args[2], src_a, s_, lanes, m_)[3]
-        store = _masked_io(context, builder, sig.args[0], dst_a, d_, lanes, m_)[4]
-        store(load())
+        _, sp, _, load, _ = _masked_io(context, builder, sig.args[2], src_a, s_, lanes, m_)
+        _, dp, _, _, store = _masked_io(context, builder, sig.args[0], dst_a, d_, lanes, m_)
+        size = context.get_abi_sizeof(context.get_data_type(sig.args[0].dtype))
+        with builder.if_else(_whole(builder, m_, lanes)) as (whole, part):
+            with whole:
+                builder.store(builder.load(sp, align=size), dp, align=size)
+            with part:
+                store(load())
         return ir.Constant(ir.IntType(64), lanes)
 
     return sig, codegen
+
+
+_piece.hashed_with = (SOURCE_TAG,)
 
 
 @intrinsic
@@ -92,19 +112,34 @@ def _deal(typingctx, dst, d0, d1, src, s, m):
     def codegen(context, builder, sig, args):
         dst_a, d0_, d1_, src_a, s_, m_ = args
         lanes = _lanes(context, sig.args[0])
+        size = context.get_abi_sizeof(context.get_data_type(sig.args[0].dtype))
         i32, i64 = ir.IntType(32), ir.IntType(64)
-        lo = _masked_io(context, builder, sig.args[3], src_a, s_, lanes, m_)[3]()
-        hi = _masked_io(context, builder, sig.args[3], src_a,
-                        builder.add(s_, ir.Constant(i64, lanes)), lanes, m_, lanes)[3]()
-        for parity, d_ in ((0, d0_), (1, d1_)):
-            v = builder.shuffle_vector(lo, hi, ir.Constant(ir.VectorType(i32, lanes),
-                                                           [2 * j + parity for j in range(lanes)]))
-            # lane j of this half is element 2j + parity: live while 2j + parity < m
-            m2 = builder.sdiv(builder.add(m_, ir.Constant(i64, 1 - parity)), ir.Constant(i64, 2))
-            _masked_io(context, builder, sig.args[0], dst_a, d_, lanes, m2)[4](v)
+        odd_even = [ir.Constant(ir.VectorType(i32, lanes), [2 * j + parity for j in range(lanes)])
+                    for parity in (0, 1)]
+        lo_io = _masked_io(context, builder, sig.args[3], src_a, s_, lanes, m_)
+        hi_io = _masked_io(context, builder, sig.args[3], src_a,
+                           builder.add(s_, ir.Constant(i64, lanes)), lanes, m_, lanes)
+        with builder.if_else(_whole(builder, m_, 2 * lanes)) as (whole, part):
+            with whole:
+                lo, hi = (builder.load(io[1], align=size) for io in (lo_io, hi_io))
+                for parity, d_ in ((0, d0_), (1, d1_)):
+                    v = builder.shuffle_vector(lo, hi, odd_even[parity])
+                    dp = _masked_io(context, builder, sig.args[0], dst_a, d_, lanes, m_)[1]
+                    builder.store(v, dp, align=size)
+            with part:
+                lo, hi = lo_io[3](), hi_io[3]()
+                for parity, d_ in ((0, d0_), (1, d1_)):
+                    v = builder.shuffle_vector(lo, hi, odd_even[parity])
+                    # lane j of this half is element 2j + parity: live while 2j + parity < m
+                    m2 = builder.sdiv(builder.add(m_, ir.Constant(i64, 1 - parity)),
+                                      ir.Constant(i64, 2))
+                    _masked_io(context, builder, sig.args[0], dst_a, d_, lanes, m2)[4](v)
         return ir.Constant(i64, 2 * lanes)
 
     return sig, codegen
+
+
+_deal.hashed_with = (SOURCE_TAG,)
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")

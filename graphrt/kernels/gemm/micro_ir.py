@@ -3,12 +3,12 @@
     c[r*ldc + j] = (load ? c[r*ldc + j] : 0) + sum_{k < kc} a[k*a_k + r*a_r] * b[row_k + j]
                    (r < rows, j < NR, or j < w for an edge), row_k = k*ldb or tab[k]
 
-then Gemm's epilogue (``flags``, EPI_C / EPI_RELU) on the sums before they are stored. Every
-form a tile product needs -- MR, 8 or 4 rows; full, masked (w < NR columns) or half (w in one
-vector); B's rows ldb apart or by a table -- is one function of a single LLVM module per
-(element type, mode), written here with llvmlite, optimised once, and kept as object code in
-graphrt's kernel cache (cache.kernels_dir()/gemm, named by a hash of this file and the
-target): a process loads it in milliseconds. Numba code calls a form through
+then Gemm's epilogue (``flags``, EPI_C / EPI_ROW / EPI_RELU) on the sums before they are
+stored. Every form a tile product needs -- MR, 8 or 4 rows; full, masked (w < NR columns) or
+half (w in one vector); B's rows ldb apart or by a table -- is one function of a single LLVM
+module per (element type, mode), written here with llvmlite, optimised once, and kept as
+object code in graphrt's kernel cache (cache.kernels_dir()/gemm, named by a hash of this file
+and the target): a process loads it in milliseconds. Numba code calls a form through
 ``call(kernels(dtype, exact)[slot(...)], ...)``, an indirect call, so no numba function
 inlines (and compiles again) any of them: before, each call site of the tile product
 carried the whole family and took about 20 s to compile.
@@ -65,6 +65,7 @@ if FUSED_EPILOGUE:
 # epilogue flags, applied in this order to a finished sum v
 EPI_C = 1       # v = v + e[r*e_si + j] (Gemm's C with alpha = beta = 1)
 EPI_RELU = 2    # v = v if not v <= 0 else 0 (NaN kept)
+EPI_ROW = 4     # v = v + e[r*e_si], one value a row (a convolution's bias; never with EPI_C)
 
 I64 = ir.IntType(64)
 I32 = ir.IntType(32)
@@ -142,8 +143,20 @@ def vector_memory(builder, vty, mload, mstore, align: int):
         ptr = builder.bitcast(ptr, vty.as_pointer())
         if mask is None:
             builder.store(v, ptr, align=align)
-        else:
+        elif VBYTES == 64:
             builder.call(mstore, [v, ptr, a, mask])
+        else:
+            # without AVX-512 a masked store is vmaskmovps, microcoded on AMD's Zen 1-3
+            # (tens of cycles even with every lane set): a whole vector takes a plain one
+            mty = mask.type
+            name = f"llvm.vector.reduce.and.v{mty.count}i1"
+            every = builder.module.globals.get(name) or ir.Function(
+                builder.module, ir.FunctionType(ir.IntType(1), [mty]), name)
+            with builder.if_else(builder.call(every, [mask])) as (whole, part):
+                with whole:
+                    builder.store(v, ptr, align=align)
+                with part:
+                    builder.call(mstore, [v, ptr, a, mask])
     return load, store
 
 
@@ -346,17 +359,21 @@ def _epilogue(builder, e_base, e_si, flags, outs, rows, nv, vty, vload):
     after = builder.append_basic_block("store")
     switch = builder.switch(flags, after)
     incoming = [(before, outs)]
-    for fl in (EPI_C, EPI_RELU, EPI_C | EPI_RELU):
+    for fl in (EPI_C, EPI_RELU, EPI_C | EPI_RELU, EPI_ROW, EPI_ROW | EPI_RELU):
         block = builder.append_basic_block(f"epilogue{fl}")
         switch.add_case(ir.Constant(I64, fl), block)
         builder.position_at_end(block)
         done = []
         for r in range(rows):
             row = builder.gep(e_base, [builder.mul(e_si, ir.Constant(I64, r))])
+            if fl & EPI_ROW:
+                bias = splat(builder, builder.load(row), vty)
             for h in range(nv):
                 v = outs[nv * r + h]
                 if fl & EPI_C:
                     v = builder.fadd(v, vload(builder.gep(row, [ir.Constant(I64, h * lanes)]), h))
+                if fl & EPI_ROW:
+                    v = builder.fadd(v, bias)
                 if fl & EPI_RELU:
                     v = relu(v)
                 done.append(v)

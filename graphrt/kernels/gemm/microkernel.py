@@ -42,8 +42,9 @@ from ..core import by_address
 from ..core.held import held_buffer
 from ..core.jit import rebind
 from . import micro_ir
-from .micro_ir import (EPI_C, EPI_RELU, FULL, FUSED_EPILOGUE, GEMV,  # noqa: F401 (re-exported)
-                       HALF, KERNEL_PATH, MASKED, MR, VBYTES, call, gemv, slot)
+from .micro_ir import (EPI_C, EPI_RELU, EPI_ROW, FULL,  # noqa: F401 (re-exported)
+                       FUSED_EPILOGUE, GEMV, HALF, KERNEL_PATH, MASKED, MR, VBYTES, call, gemv,
+                       slot)
 
 # Kernels that call into this module bind SOURCE_TAG (jit.Variants hashes it into their
 # names), so an edit here or in the micro-kernels' call convention renames them in numba's
@@ -193,9 +194,17 @@ def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols
         for jc in range(0, cols, nc):
             BLOCK_AT(kt, (a, ao, a_si, a_sk, b, bo + jc * b_sj, b_sk, b_sj, out, oo + jc, ldo,
                           rows, min(nc, cols - jc), kk, ap, bp, cb, exact, btab, panels,
-                          (epi[0], epi[1] + jc, epi[2], epi[3] if fuse else 0), kt))
+                          (epi[0], epi[1] + _cols(epi, jc), epi[2], epi[3] if fuse else 0),
+                          kt))
         return fuse
     return False
+
+
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
+def _cols(epi, j):
+    """How far the epilogue's operand moves for column j of a tile: j, or 0 for one value
+    a row (EPI_ROW)."""
+    return 0 if epi[3] & EPI_ROW else j
 
 
 FEW = True          # bound per entry (_tile_product's docstring)
@@ -306,7 +315,7 @@ def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, co
                         bsrc, boff, ldb = bp, jp * kc * nr, nr
                     rows_at = in_place and table     # B's rows by the table
                     # the epilogue with the last block of k, on the sums in registers
-                    ep = (epi[0], epi[1] + i0 * epi[2] + j0, epi[2],
+                    ep = (epi[0], epi[1] + i0 * epi[2] + _cols(epi, j0), epi[2],
                           epi[3] if pc + kc == kk else 0)
                     if direct_a and (full_h or split_h):
                         asrc, aoff, a_k, a_r = a, ao + i0 * a_si + pc, 1, a_si

@@ -164,7 +164,7 @@ ROW_SLOWER = 8              # a row alone over panels: the 4-row kernel (a quart
 
 # tile geometry vector layout (int64), filled by _plan_tiles
 (_T_M, _T_N, _T_K, _T_MB, _T_NB, _T_TM, _T_TN, _T_KIND, _T_TA, _T_LDA, _T_A_SI, _T_TB, _T_LDB,
- _T_B_SJ, _T_C_SI, _T_C_SJ, _T_HAS_C, _T_A_SK, _T_B_SK, _T_RELU, _T_PANELS) = range(21)
+ _T_B_SJ, _T_C_SI, _T_C_SJ, _T_HAS_C, _T_A_SK, _T_B_SK, _T_RELU, _T_PANELS, _T_ROW) = range(22)
 OWN = True
 MK = None    # microkernel.SOURCE_TAG where OWN (renames the variants when it changes)
 RELU = None
@@ -174,11 +174,13 @@ RELU = None
 def _epilogue_of(gemm, g, c, out, o, r0, j0, alpha, beta, one):
     """The micro-kernel's epilogue (the tile products' ``epi``) for a tile at row r0,
     column j0 of the output (element o of out): Gemm's C where alpha = beta = 1 and C's
-    columns are contiguous, then an absorbed Relu; none where Gemm scales (the pass does it,
-    the Relu after it)."""
+    columns are contiguous, or a product's value a row (_T_ROW: c[r], a convolution's bias),
+    then an absorbed Relu; none where Gemm scales (the pass does it, the Relu after it)."""
     if gemm and (alpha != one or (g[_T_HAS_C] != 0 and (beta != one or g[_T_C_SJ] != 1))):
         return (out, o, g[_T_N], 0)
     flags = microkernel.EPI_RELU if g[_T_RELU] != 0 else 0
+    if not gemm and g[_T_ROW] != 0:
+        return (c, r0, 1, flags | microkernel.EPI_ROW)
     if gemm and g[_T_HAS_C] != 0:
         return (c, r0 * g[_T_C_SI] + j0, g[_T_C_SI], flags | microkernel.EPI_C)
     return (out, o, g[_T_N], flags)
@@ -246,6 +248,11 @@ def _tiles(a, b, c, out, offa, offb, g, alpha, beta, unit, tasks, work, btab, kt
                 else:
                     for j in range(w):
                         row[j] = EPILOGUE(alpha, row[j], beta, c[cs + j * c_sj])
+        if not GEMM and g[_T_ROW] != 0 and not fused:      # the value of each row
+            for i in range(r0, r1):
+                row = out[oo + i * n + j0:oo + i * n + j0 + w]
+                for j in range(w):
+                    row[j] = row[j] + c[i]
         if g[_T_RELU] != 0 and not fused:    # a Relu node absorbed (FusedEpilogue), on the tile in cache
             for i in range(r0, r1):
                 row = out[oo + i * n + j0:oo + i * n + j0 + w]
@@ -384,7 +391,7 @@ def _plan_tiles(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=Tru
     dot = own and m < microkernel.FEW_ROWS and geo[_B_SK] == 1 and geo[_B_SJ] != 1
     rows = own and m < microkernel.FEW_ROWS and bool(panels)
     mb, cb = tiling(nb, m, n, k * (DOT_SLOWER if dot else ROW_SLOWER if rows else 1))
-    g = np.zeros(21, dtype=np.int64)
+    g = np.zeros(22, dtype=np.int64)
     g[_T_PANELS] = panels
     g[_T_M], g[_T_N], g[_T_K], g[_T_MB], g[_T_NB] = m, n, k, mb, cb
     g[_T_TM], g[_T_TN] = -(-m // max(1, mb)), -(-n // max(1, cb))
@@ -511,7 +518,7 @@ class Product:
     (NR, K)), for graphrt's tiles only."""
 
     __slots__ = ("tiles", "fn", "fn_serial", "offa", "offb", "geo", "blocks", "work", "alpha",
-                 "beta", "slots", "batches", "min_parallel")
+                 "beta", "slots", "batches", "min_parallel", "gemm")
 
     def __init__(self, dtype, m, n, k, a_strides, b_strides, offa=(0,), offb=(0,), *,
                  exact: bool, gemm: bool = False, alpha=1.0, beta=1.0, c_strides=None,
@@ -528,6 +535,7 @@ class Product:
             geo[_HAS_C] = 1
         nb = len(offa)
         self.batches = nb
+        self.gemm = gemm
         self.offa = np.asarray(offa, dtype=np.int64)
         self.offb = np.asarray(offb, dtype=np.int64)
         self.alpha, self.beta = dt.type(alpha), dt.type(beta)
@@ -582,4 +590,13 @@ class Product:
         if self.tiles is None:
             return False
         self.tiles.geo[_T_RELU] = 1
+        return True
+
+    def absorb_row_values(self) -> bool:
+        """Let graphrt's tiles add one value a row as they store, before an absorbed Relu:
+        ``c[r]`` for output row r of every batch entry (a MatMul-form product's ``c``, a
+        convolution's bias: the same rounded add as a separate pass); False on other paths."""
+        if self.tiles is None or not self.tiles.own or self.gemm:
+            return False
+        self.tiles.geo[_T_ROW] = 1
         return True

@@ -28,7 +28,7 @@ from numba.extending import intrinsic
 
 from ...threads import ensure_layer
 from ..core.base import Calls, InferContext, OpKernel, RunContext, make_calls, scratch
-from ..core.broadcast import PARALLEL_MIN
+from ..core.broadcast import PARALLEL_MIN, put
 from ..core.floats import (compute_dtype, narrow, result_buffer, wide_calls, wide_constants,
                            widen_input)
 from ..core.held import shared_buffer
@@ -72,8 +72,7 @@ def _add_bias(y, src, b, planes, m, p, sc, ow_, wq, sp):
             else:
                 row = src[t * sp + r * wq:t * sp + r * wq + ow_]
             for j in range(out.size):
-                v = scale_shift_relu(row[j], sv, bv, AFFINE, BIAS, RELU)
-                out[j] = np.nan if EXACT and v != v else v
+                put(out, j, scale_shift_relu(row[j], sv, bv, AFFINE, BIAS, RELU), EXACT)
 
 
 @njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")
@@ -415,6 +414,8 @@ BY_ROWS = True              # False: no depthwise conv takes depthwise_rows (tes
 LANES_PLANE = 64
 IMPLICIT = True             # False: 2-d convs unfold a column matrix (tests compare the two)
 GEMV = True                 # False: 1 x 1 outputs take the tiles too (tests compare the two)
+STORE_EPILOGUE = True       # False: 1 x 1 windows' products leave the bias and Relu to the
+                            # bias pass (tests compare the two)
 CONV_TILES = Variants(_conv_tiles, "conv_tiles", parallel=True, MK=microkernel.SOURCE_TAG,
                       IM2COL_BLOCK=_im2col_block)
 COL_BLOCK_BYTES = 1 << 21   # a task's column block (K x pb) stays in cache
@@ -493,6 +494,22 @@ def _finish(exact, p, y, b, images, grid=None):
         variants = (BIAS_RELU if b is not None else ONLY_RELU) if p.relu else ADD_BIAS
     return variants.get(exact, big), (y, src, y if b is None else b, images * p.m, p.m,
                                       p.out_size, y, ow_, wq, sp)
+
+
+def _stores_epilogue(p, groups: int, b) -> bool:
+    """Whether the direct product (1 x 1 windows, stride 1, no padding) adds the bias and
+    applies an absorbed Relu itself, as its tiles store (product.absorb_row_values), instead
+    of the bias pass after it: the same adds and Relu, so the same bits. One group, no
+    folded scale-and-shift stages, graphrt's tiles."""
+    tiles = p.gemm.tiles
+    if not (STORE_EPILOGUE and p.direct and p.gemv is None and groups == 1) or \
+            p.affine is not None or tiles is None or not tiles.own or (b is None and not p.relu):
+        return False
+    if b is not None:
+        p.gemm.absorb_row_values()
+    if p.relu:
+        p.gemm.absorb_relu()
+    return True
 
 
 def _implicit(p, g, k, exact):
@@ -672,15 +689,15 @@ class Conv(GroupedConv):
             if call is not None:
                 calls.append(call)
 
-        def product(a, bmat, out, batches):
+        def product(a, bmat, out, batches, rows=None):
             gemm = p.gemm
             if p.gemv is not None:
                 gemm, a, bmat = p.gemv, bmat, p.gemv_b
-            call = gemm.call_of(a, bmat, out, batches=batches, holder=holder)
+            call = gemm.call_of(a, bmat, out, rows, batches=batches, holder=holder)
             if call is not None:
                 calls.append(call)
             elif gemm.tiles is not None:       # the BLAS
-                calls.python(gemm, a, bmat, out, None, batches)
+                calls.python(gemm, a, bmat, out, rows, batches)
 
         if p.rows is not None:
             # the bias and an absorbed Relu on each plane as it is made; folded scale-and-shift
@@ -733,6 +750,7 @@ class Conv(GroupedConv):
             nx = p.chunk * p.c * ps
             buf = buffer(p.wdt, (nx + p.chunk * p.col_size,))
             xp, col = buf[:nx], buf[nx:]
+        stored = _stores_epilogue(p, g, b)
         for n0 in range(0, p.n, p.chunk):
             k = min(p.chunk, p.n - n0)
             xs = x[n0 * p.c * p.in_size:(n0 + k) * p.c * p.in_size]
@@ -744,6 +762,9 @@ class Conv(GroupedConv):
                                                              p.phases[3])))
                 calls.append((IM2COL.get(False, big), (xp, col, p.geo, rows, ps, taps)))
                 xs = col
-            product(w, xs, ys, k * g)
-            finish(ys, b, k)
+            if stored:
+                product(w, xs, ys, k * g, b)
+            else:
+                product(w, xs, ys, k * g)
+                finish(ys, b, k)
         return calls

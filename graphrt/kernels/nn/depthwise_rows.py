@@ -29,6 +29,7 @@ from numba import prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ..core.broadcast import put
 from ..core.jit import Variants, file_tag
 from ..core.pointwise import scale_shift_relu
 from ..gemm import micro_ir
@@ -200,8 +201,7 @@ def _depthwise_rows(x, w, y, b, zeros, g, mg, relu, planes):
             plane = y[tt * p_:(tt + 1) * p_]
             bv = b[m] if shifted else plane[0]
             for j in range(plane.size):
-                v = scale_shift_relu(plane[j], bv, bv, False, shifted, relu)
-                plane[j] = np.nan if EXACT and v != v else v
+                put(plane, j, scale_shift_relu(plane[j], bv, bv, False, shifted, relu), EXACT)
 
 
 # by column stride and window width (3 and 5 unrolled, any other read from the geometry);

@@ -36,6 +36,7 @@ from ..core.base import InferContext, OpKernel, RunContext, make_calls, scratch
 from ..core.broadcast import PARALLEL_MIN
 
 from ..core.floats import compute_dtype, narrow, result_buffer, wide_calls, widen
+from ..core.frozen import frozen
 from ..core.held import held_buffer
 from ..core.jit import Variants
 from ..core.runs import copy_run
@@ -203,10 +204,10 @@ def _pool_plane(x, y, g, planes, group, rows, taps, count, lowest, pad, work, ta
             elif plain:
                 for q in range(span):
                     v = xp[s0 + q]
-                    acc[q] = v if v > acc[q] else acc[q]
+                    acc[q] = frozen(v if v > acc[q] else acc[q])
             else:
                 for q in range(span):
-                    acc[q] = _tap(acc[q], xp[s0 + q], KIND)
+                    acc[q] = frozen(_tap(acc[q], xp[s0 + q], KIND))
         if KIND == AVG:
             for q in range(span):
                 v = acc[q] / count[q]

@@ -11,6 +11,30 @@ from graphrt.kernels.gemm import microkernel as mk
 
 from ...helpers import model_of
 
+
+def _conv_then(x, inits, then, **attrs):
+    """A model of a Conv of X and the initializers ``inits`` (W, then B if given), then
+    the node ``then`` (an op type, or None)."""
+    from onnx import helper
+    names = ["X"] + [t.name for t in inits]
+    nodes = [helper.make_node("Conv", names, ["C" if then else "Y"], **attrs)]
+    if then:
+        nodes.append(helper.make_node(then, ["C"], ["Y"]))
+    et = helper.np_dtype_to_tensor_dtype(x.dtype)
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
+        "X", et, list(x.shape))], [helper.make_tensor_value_info("Y", et, None)], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _at_both_counts_and_flagged(model, x, mode, monkeypatch, module, **flags):
+    """(Y at 1 thread, Y at 2 threads, Y of a session planned with ``module``'s ``flags``)."""
+    got = [graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=t, mode=mode)).run(
+        None, {"X": x})[0] for t in (1, 2)]
+    for name, value in flags.items():
+        monkeypatch.setattr(module, name, value)
+    return got + [graphrt.Session(model, graphrt.SessionOptions(mode=mode)).run(
+        None, {"X": x})[0]]
+
 SHAPES = [(1, 1, 1), (1, 7, 5), (13, 7, 37), (12, 256, 32), (25, 300, 70), (3, 513, 100),
           (40, 0, 9), (97, 1031, 45), (2, 64, 600), (20, 300, 45), (16, 70, 33), (28, 9, 64),
           # last panels of 5 to 11 rows: a piece of 8 or 4 rows, then the last four again
@@ -156,7 +180,7 @@ def test_convolutions_of_one_output_position_equal_the_tiles(images, channels, o
     blocks) multiplies the images' rows by its constant weights laid out as the product's B
     (float16 weights: their float32 copy): the bits of W x through the tiles, at 1 and 2
     threads, in both modes."""
-    from onnx import helper, numpy_helper
+    from onnx import numpy_helper
 
     from graphrt.kernels.nn import conv
     rng = np.random.default_rng(12)
@@ -167,19 +191,10 @@ def test_convolutions_of_one_output_position_equal_the_tiles(images, channels, o
     inits = [numpy_helper.from_array(w, "W")]
     if bias:
         inits.append(numpy_helper.from_array(rng.standard_normal(out).astype(dt), "B"))
-    nodes = [helper.make_node("Conv", ["X", "W"] + (["B"] if bias else []),
-                              ["C" if then else "Y"])]
-    if then:
-        nodes.append(helper.make_node(then, ["C"], ["Y"]))
-    et = helper.np_dtype_to_tensor_dtype(np.dtype(dt))
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
-        "X", et, list(x.shape))], [helper.make_tensor_value_info("Y", et, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    got = [graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=t, mode=mode)).run(
-        None, {"X": x})[0] for t in (1, 2)]
-    monkeypatch.setattr(conv, "GEMV", False)     # plans made now take W x through the tiles
-    want = graphrt.Session(model, graphrt.SessionOptions(mode=mode)).run(None, {"X": x})[0]
-    assert got[0].tobytes() == got[1].tobytes() == want.tobytes()
+    # the last: plans that take W x through the tiles
+    one, two, want = _at_both_counts_and_flagged(_conv_then(x, inits, then), x, mode,
+                                                 monkeypatch, conv, GEMV=False)
+    assert one.tobytes() == two.tobytes() == want.tobytes()
     assert not np.isfinite(want).all() and np.isfinite(want).any()
 
 
@@ -234,24 +249,18 @@ def test_depthwise_rows_apply_the_bias_and_what_the_conv_absorbed(then, mode, mo
     x = rng.standard_normal((1, c, 14, 14)).astype(np.float32)
     inits = [numpy_helper.from_array(rng.standard_normal((c, 1, 5, 5)).astype(np.float32), "W"),
              numpy_helper.from_array(rng.standard_normal(c).astype(np.float32), "B")]
-    nodes = [helper.make_node("Conv", ["X", "W", "B"], ["C" if then else "Y"], group=c,
-                              pads=[2] * 4)]
     if then == "BatchNormalization":
+        model = _conv_then(x, inits, None, group=c, pads=[2] * 4)
         for name in ("s", "t", "mu", "var"):
-            inits.append(numpy_helper.from_array(
+            model.graph.initializer.append(numpy_helper.from_array(
                 (rng.random(c) + 0.5).astype(np.float32), name))
-        nodes.append(helper.make_node(then, ["C", "s", "t", "mu", "var"], ["Y"]))
-    elif then:
-        nodes.append(helper.make_node(then, ["C"], ["Y"]))
-    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info(
-        "X", 1, list(x.shape))], [helper.make_tensor_value_info("Y", 1, None)], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    got = [graphrt.Session(model, graphrt.SessionOptions(intra_op_threads=t, mode=mode)).run(
-        None, {"X": x})[0] for t in (1, 2)]
-    monkeypatch.setattr(conv, "BY_ROWS", False)
-    monkeypatch.setattr(conv, "LANES_PLANE", 0)
-    want = graphrt.Session(model, graphrt.SessionOptions(mode=mode)).run(None, {"X": x})[0]
-    assert got[0].tobytes() == got[1].tobytes() == want.tobytes()
+        model.graph.node[0].output[0] = "C"
+        model.graph.node.append(helper.make_node(then, ["C", "s", "t", "mu", "var"], ["Y"]))
+    else:
+        model = _conv_then(x, inits, then, group=c, pads=[2] * 4)
+    one, two, want = _at_both_counts_and_flagged(model, x, mode, monkeypatch, conv,
+                                                 BY_ROWS=False, LANES_PLANE=0)
+    assert one.tobytes() == two.tobytes() == want.tobytes()
     assert (want < 0).any() == (then != "Relu")
 
 
@@ -333,3 +342,34 @@ def test_one_row_product_gives_the_micro_kernels_bits(dt, exact):
                            np.ascontiguousarray(b[:, 1:n + 1]), panels=True, exact=exact)
             assert c[4:4 + n].tobytes() == want.reshape(-1).tobytes(), (k, n)
             assert np.all(c[:4] == 7) and np.all(c[4 + n:] == 7)
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+@pytest.mark.parametrize("images,channels,out,hw,bias,then", [
+    (1, 16, 16, (12, 13), True, "Relu"), (2, 5, 13, (9, 9), True, None),
+    (3, 7, 24, (5, 11), False, "Relu"), (1, 9, 72, (7, 7), True, "Relu"),
+    (2, 3, 7, (20, 20), True, "HardSigmoid")])
+def test_one_by_one_convs_store_bias_and_relu_as_the_bias_pass(images, channels, out, hw,
+                                                               bias, then, mode, monkeypatch):
+    """A Conv of 1 x 1 windows (stride 1, no padding) adds its bias and applies an absorbed
+    Relu as its tiles store (conv._stores_epilogue; tiles of rows the micro-kernel cannot
+    fuse, in their pass while in cache): the bits of the separate bias pass, NaN and
+    infinities included, at 1 and 2 threads, in both modes."""
+    from onnx import numpy_helper
+
+    from graphrt.kernels.nn import conv
+    rng = np.random.default_rng(21)
+    x = rng.standard_normal((images, channels) + hw).astype(np.float32)
+    w = rng.standard_normal((out, channels, 1, 1)).astype(np.float32)
+    x[0, 0, 0, :3] = [np.nan, np.inf, -np.inf]
+    w.reshape(-1)[-1] = np.inf
+    inits = [numpy_helper.from_array(w, "W")]
+    if bias:
+        b = rng.standard_normal(out).astype(np.float32)
+        b[0] = -np.inf
+        inits.append(numpy_helper.from_array(b, "B"))
+    # the last: plans that take the bias pass
+    one, two, want = _at_both_counts_and_flagged(_conv_then(x, inits, then), x, mode,
+                                                 monkeypatch, conv, STORE_EPILOGUE=False)
+    assert one.tobytes() == two.tobytes() == want.tobytes()
+    assert np.isnan(want).any() and np.isfinite(want).any()

@@ -32,7 +32,8 @@ SOURCE_TAG = file_tag(__file__)
 
 
 def _masked_io(context, builder, arr_ty, arr, at, lanes, m, first=0):
-    """(vector type, pointer to arr[at], mask of lanes j with first + j < m, load, store)."""
+    """(vector type, pointer to arr[at], mask of lanes j with first + j < m, load, store);
+    load and store move the masked lanes, or with ``whole`` every lane by a plain move."""
     ety = context.get_data_type(arr_ty.dtype)
     size = context.get_abi_sizeof(ety)
     vty = ir.VectorType(ety, lanes)
@@ -54,11 +55,16 @@ def _masked_io(context, builder, arr_ty, arr, at, lanes, m, first=0):
                                       [at]), pty)
     align = ir.Constant(i32, size)
 
-    def do_load(p=ptr, k=mask):
-        return builder.call(load, [p, align, k, ir.Constant(vty, ir.Undefined)])
+    def do_load(whole=False):
+        if whole:
+            return builder.load(ptr, align=size)
+        return builder.call(load, [ptr, align, mask, ir.Constant(vty, ir.Undefined)])
 
-    def do_store(v, p=ptr, k=mask):
-        builder.call(store, [v, p, align, k])
+    def do_store(v, whole=False):
+        if whole:
+            builder.store(v, ptr, align=size)
+        else:
+            builder.call(store, [v, ptr, align, mask])
 
     return vty, ptr, mask, do_load, do_store
 
@@ -85,14 +91,12 @@ def _piece(typingctx, dst, d, src, s, m):
     def codegen(context, builder, sig, args):
         dst_a, d_, src_a, s_, m_ = args
         lanes = _lanes(context, sig.args[0])
-        _, sp, _, load, _ = _masked_io(context, builder, sig.args[2], src_a, s_, lanes, m_)
-        _, dp, _, _, store = _masked_io(context, builder, sig.args[0], dst_a, d_, lanes, m_)
-        size = context.get_abi_sizeof(context.get_data_type(sig.args[0].dtype))
+        load = _masked_io(context, builder, sig.args[2], src_a, s_, lanes, m_)[3]
+        store = _masked_io(context, builder, sig.args[0], dst_a, d_, lanes, m_)[4]
         with builder.if_else(_whole(builder, m_, lanes)) as (whole, part):
-            with whole:
-                builder.store(builder.load(sp, align=size), dp, align=size)
-            with part:
-                store(load())
+            for block, all_lanes in ((whole, True), (part, False)):
+                with block:
+                    store(load(all_lanes), all_lanes)
         return ir.Constant(ir.IntType(64), lanes)
 
     return sig, codegen
@@ -112,28 +116,23 @@ def _deal(typingctx, dst, d0, d1, src, s, m):
     def codegen(context, builder, sig, args):
         dst_a, d0_, d1_, src_a, s_, m_ = args
         lanes = _lanes(context, sig.args[0])
-        size = context.get_abi_sizeof(context.get_data_type(sig.args[0].dtype))
         i32, i64 = ir.IntType(32), ir.IntType(64)
-        odd_even = [ir.Constant(ir.VectorType(i32, lanes), [2 * j + parity for j in range(lanes)])
-                    for parity in (0, 1)]
-        lo_io = _masked_io(context, builder, sig.args[3], src_a, s_, lanes, m_)
-        hi_io = _masked_io(context, builder, sig.args[3], src_a,
-                           builder.add(s_, ir.Constant(i64, lanes)), lanes, m_, lanes)
+        loads = [_masked_io(context, builder, sig.args[3], src_a, s_, lanes, m_)[3],
+                 _masked_io(context, builder, sig.args[3], src_a,
+                            builder.add(s_, ir.Constant(i64, lanes)), lanes, m_, lanes)[3]]
+        halves = []
+        for parity, d_ in ((0, d0_), (1, d1_)):
+            # lane j of this half is element 2j + parity: live while 2j + parity < m
+            m2 = builder.sdiv(builder.add(m_, ir.Constant(i64, 1 - parity)), ir.Constant(i64, 2))
+            halves.append((ir.Constant(ir.VectorType(i32, lanes),
+                                       [2 * j + parity for j in range(lanes)]),
+                           _masked_io(context, builder, sig.args[0], dst_a, d_, lanes, m2)[4]))
         with builder.if_else(_whole(builder, m_, 2 * lanes)) as (whole, part):
-            with whole:
-                lo, hi = (builder.load(io[1], align=size) for io in (lo_io, hi_io))
-                for parity, d_ in ((0, d0_), (1, d1_)):
-                    v = builder.shuffle_vector(lo, hi, odd_even[parity])
-                    dp = _masked_io(context, builder, sig.args[0], dst_a, d_, lanes, m_)[1]
-                    builder.store(v, dp, align=size)
-            with part:
-                lo, hi = lo_io[3](), hi_io[3]()
-                for parity, d_ in ((0, d0_), (1, d1_)):
-                    v = builder.shuffle_vector(lo, hi, odd_even[parity])
-                    # lane j of this half is element 2j + parity: live while 2j + parity < m
-                    m2 = builder.sdiv(builder.add(m_, ir.Constant(i64, 1 - parity)),
-                                      ir.Constant(i64, 2))
-                    _masked_io(context, builder, sig.args[0], dst_a, d_, lanes, m2)[4](v)
+            for block, all_lanes in ((whole, True), (part, False)):
+                with block:
+                    lo, hi = (load(all_lanes) for load in loads)
+                    for pick, store in halves:
+                        store(builder.shuffle_vector(lo, hi, pick), all_lanes)
         return ir.Constant(i64, 2 * lanes)
 
     return sig, codegen

@@ -252,13 +252,16 @@ def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, co
     # products, where a packed A element would serve only ``cols`` multiply-adds
     direct_a = a_sk == 1
     npan = (cols + nr - 1) // nr
-    # Only the last row panel can have a height without a kernel (rows % MR). Above four
-    # rows, with A read in place, it runs as an 8- or 4-row piece and then its last four
-    # rows (split_h below); else through a padded panel of A and a buffer (padded), and then
-    # an edge panel of B (w < nr columns) is packed too: elsewhere it goes to the masked
-    # kernel in place.
+    # Only the last row panel can have a height without a kernel (rows % MR). With A read in
+    # place, above four rows it runs as one piece of a kernel's height and then its last
+    # four rows (split_h below); below four, with a panel before it, the two run so as one
+    # panel of MR + 1 to MR + 3 rows (merge: 32 rows as 6 * 4 + 4 + 4 on AVX2, not 6 * 6
+    # with four rows of padding). Else it goes through a padded panel of A and a buffer
+    # (padded), and then an edge panel of B (w < nr columns) is packed too: elsewhere it goes
+    # to the masked kernel in place.
     tail = rows % MR
-    padded = tail not in (0, 8, 4) and (tail < 4 or not direct_a)
+    merge = direct_a and 0 < tail < 4 and rows > MR
+    padded = tail not in (0, 8, 4) and (not direct_a or (tail < 4 and not merge))
     none = (epi[0], epi[1], epi[2], 0)     # (tile_product fuses no epilogue with such rows)
     for pc in range(0, kk, KC):
         kc = min(KC, kk - pc)
@@ -287,7 +290,7 @@ def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, co
             for ip in range(mpan):
                 i0 = ic + ip * MR
                 h = min(MR, rows - i0)
-                if direct_a and h >= 4:
+                if direct_a and (h >= 4 or merge):
                     continue
                 base = 0 if direct_a else ip * kc * MR
                 for k in range(kc):
@@ -300,11 +303,13 @@ def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, co
             for jp in range(npan):
                 j0 = jp * nr
                 w = min(nr, cols - j0)
-                for ip in range(mpan):
+                for ip in range(mpan - 1 if merge else mpan):
                     i0 = ic + ip * MR
-                    h = min(MR, rows - i0)
+                    h = rows - i0 if merge and ip == mpan - 2 else min(MR, rows - i0)
                     co = oo + i0 * ldo + j0
-                    full_h = h == MR or h == 8 or h == 4
+                    # (eight rows have a kernel of their own only where 16 accumulators
+                    # leave registers to spare: AVX-512's; on AVX2 it spilled three of them)
+                    full_h = h == MR or h == 4 or (h == 8 and MR > 8)
                     split_h = direct_a and not full_h and h > 4
                     in_place = direct and (w == nr or full_h or split_h)
                     if panels:
@@ -325,12 +330,12 @@ def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, co
                         _micro_at(kt, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at,
                                   btab, pc, out, co, ldo, kc, pc > 0, w, nr, ep)
                         continue
-                    # A split panel is two pieces: 8 or 4 rows, then its last four
-                    # rows; rows both cover get the same bits again, except where partial
-                    # sums wait in out (pc > 0): there the second piece goes through the
-                    # buffer and only its new rows are kept. A padded panel goes through the
-                    # buffer.
-                    first = 8 if h > 8 else 4
+                    # A split panel is two pieces: the least kernel height of at least
+                    # h - 4 rows, then its last four rows; rows both cover get the same bits
+                    # again, except where partial sums wait in out (pc > 0): there the
+                    # second piece goes through the buffer and only its new rows are kept.
+                    # A padded panel goes through the buffer.
+                    first = 4 if h <= 8 else 8 if h <= 12 and MR > 8 else MR
                     for piece in range(2 if split_h else 1):
                         kh, r0, keep, n_in = h, 0, 0, h
                         if split_h:

@@ -19,12 +19,15 @@ naming the other's code; graphrt's folders are saved under an exclusive lock on 
 numba's key for a compiled specialisation holds the signature, the CPU (name and features)
 and the function's bytecode, not how the code was generated: a function decorated again with
 other fastmath flags, or a process run with another ``NUMBA_OPT`` or without SVML, would load
-code made under the old settings. In graphrt's folders the key also holds
-:func:`code_settings`: the function's compile options and the process's code-generation
-settings.
+code made under the old settings; and a function whose callee in another module changed
+would load code built from the old callee (a caller's copy of it, or the callee's own entry,
+validated by its unchanged file). In graphrt's folders the key also holds
+:func:`code_settings`, the function's compile options and the process's code-generation
+settings, and source_hash.dependency_hash: its source and that of the compiled functions it
+calls, recursively, with the tags of the modules whose intrinsics and overloads they use.
 
-This module imports nothing of graphrt's but loaded_code (which imports nothing of graphrt's
-either): it must be installed before the first kernel module is imported (numba picks a
+This module imports nothing of graphrt's but loaded_code and source_hash (which import
+nothing of graphrt's either): it must be installed before the first kernel module is imported (numba picks a
 function's cache locator when it is decorated).
 """
 from __future__ import annotations
@@ -39,6 +42,7 @@ import time
 from numba.core import caching, config
 
 from . import loaded_code
+from .source_hash import dependency_hash
 
 try:
     import fcntl
@@ -228,7 +232,9 @@ _numba_index_key = caching.Cache._index_key
 def _index_key(self, sig, codegen):
     key = _numba_index_key(self, sig, codegen)
     settings = getattr(self, "graphrt_settings", None)
-    return key if settings is None else key + (settings,)
+    if settings is None:
+        return key
+    return key + (settings, dependency_hash(self._py_func))
 
 
 def _keyed(enable_caching, options_of):

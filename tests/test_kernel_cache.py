@@ -106,6 +106,46 @@ def test_processes_filling_one_cache_at_once_leave_it_whole(tmp_path):
     assert not list(kernels.rglob("*.tmp.*"))
 
 
+# Calls graphrt's window._deal_row, cached in graphrt's folders, whose work is done by
+# runs.py's intrinsics (another module), and prints whether it was loaded and what it did.
+CALLEE_SCRIPT = r"""
+import json
+import numpy as np
+import graphrt
+from graphrt.kernels.nn.window import _deal_row
+x = np.arange(11, dtype=np.float32)
+xp = np.zeros(11, np.float32)
+_deal_row(xp, 0, 6, x, 0, 11)
+print(json.dumps({"hits": sum(_deal_row.stats.cache_hits.values()), "xp": xp.tolist()}))
+"""
+
+
+def test_an_edit_of_a_callee_in_another_module_is_never_hidden_by_the_cache(tmp_path):
+    """numba keys and validates a cached function by its own bytecode and file: once
+    runs.py (the intrinsics window._deal_row's callee uses) changes, the old entry must not
+    be loaded -- in a copy of graphrt, _deal_row is compiled, loaded, then compiled anew
+    after an edit of runs.py alone, and loaded again after that."""
+    copy, kernels = tmp_path / "copy", tmp_path / "cache"
+    shutil.copytree(os.path.join(ROOT, "graphrt"), copy / "graphrt",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+
+    def run():
+        done = subprocess.run([sys.executable, "-c", CALLEE_SCRIPT], cwd=str(copy),
+                              env=_env(kernels, PYTHONPATH=str(copy)), capture_output=True,
+                              text=True, timeout=900)
+        assert done.returncode == 0, done.stderr[-3000:]
+        return json.loads(done.stdout.strip().splitlines()[-1])
+
+    want = [float(v) for v in range(0, 11, 2)] + [float(v) for v in range(1, 11, 2)]
+    hits = [run()["hits"], run()["hits"]]
+    with open(copy / "graphrt" / "kernels" / "core" / "runs.py", "a") as f:
+        f.write("\n# an edit: runs.py's content, and so its SOURCE_TAG, changes\n")
+    edited = run()
+    hits += [edited["hits"], run()["hits"]]
+    assert hits == [0, 1, 0, 1]
+    assert edited["xp"] == want
+
+
 # Waits until the time argv[1], then compiles (or loads) graphrt's exp64 as a cached function
 # of its own and prints how many specialisations it compiled and how many it loaded.
 AT_ONCE_SCRIPT = r"""

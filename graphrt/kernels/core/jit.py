@@ -13,15 +13,13 @@ every sum; exact variants use none.
 from __future__ import annotations
 
 import contextvars
-import functools
 import hashlib
-import inspect
-import linecache
 import threading
 import types
 
 from numba import njit
 
+from ...source_hash import feed as _feed, feed_source as _feed_source, source_of
 from ...threads import serial_planning
 from . import tasks
 
@@ -199,59 +197,3 @@ def _hash_of(consts: dict, template=None) -> str:
         h.update(key.encode())
         _feed(h, consts[key], seen)
     return h.hexdigest()[:8]
-
-
-def _feed(h, value, seen: set) -> None:
-    py = getattr(value, "py_func", None)
-    if py is None:
-        if callable(value) and hasattr(value, "__qualname__"):
-            # a plain function (vecmath's overloaded stubs): its name, not its repr, which
-            # holds an address and would rename the variants in every process
-            h.update(f"{value.__module__}.{value.__qualname__}".encode())
-            for dep in getattr(value, "hashed_with", ()):
-                _feed(h, dep, seen)
-        else:
-            h.update(repr(value).encode())
-        return
-    _feed_source(h, py, seen)
-
-
-@functools.lru_cache(maxsize=None)
-def source_of(code) -> bytes:
-    """A function's source text: its file's lines from its first (its first decorator's)
-    to the end of its last statement (memoised; the shared helpers are hashed into hundreds
-    of variants). Read by the code's positions, not by inspect, which tokenised every block:
-    50 ms of a warm process's first session."""
-    lines = linecache.getlines(code.co_filename)
-    if lines and hasattr(code, "co_positions"):
-        return "".join(lines[code.co_firstlineno - 1:_last_line(code)]).encode()
-    try:
-        return inspect.getsource(code).encode()
-    except OSError:     # made at run time (exec): its code and constants stand for it
-        return code.co_code + repr(code.co_consts).encode()
-
-
-def _last_line(code) -> int:
-    """The last line any instruction of ``code`` or of the code nested in it spans."""
-    last = code.co_firstlineno
-    for pos in code.co_positions():
-        if pos[1] is not None and pos[1] > last:
-            last = pos[1]
-    for const in code.co_consts:
-        if isinstance(const, types.CodeType):
-            last = max(last, _last_line(const))
-    return last
-
-
-def _feed_source(h, py, seen: set) -> None:
-    if id(py) in seen:
-        return
-    seen.add(id(py))
-    h.update(py.__module__.encode())    # cached code refers to it: a helper that moves renames
-    h.update(source_of(py.__code__))
-    for name in py.__code__.co_names:
-        callee = py.__globals__.get(name)
-        if getattr(callee, "py_func", None) is not None:
-            _feed(h, callee, seen)
-        for dep in getattr(callee, "hashed_with", ()):     # e.g. vecmath's overloaded stubs
-            _feed(h, dep, seen)

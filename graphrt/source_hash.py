@@ -69,7 +69,7 @@ def feed_source(h, py, seen: set) -> None:
     if id(py) in seen:
         return
     seen.add(id(py))
-    h.update(py.__module__.encode())    # cached code refers to it: a helper that moves renames
+    h.update(str(py.__module__).encode())   # cached code refers to it: a helper that moves renames
     h.update(source_of(py.__code__))
     for name in py.__code__.co_names:
         callee = py.__globals__.get(name)

@@ -69,11 +69,16 @@ def _masked_io(context, builder, arr_ty, arr, at, lanes, m, first=0):
     return vty, ptr, mask, do_load, do_store
 
 
-def _whole(builder, m, lanes):
-    """m >= lanes: every lane live, so plain vector moves serve. A masked store costs tens
-    of cycles on AVX2 cores of AMD's Zen 1-3 (vmaskmovps to memory is microcoded) even
-    with every lane set; only a run's last piece takes it."""
-    return builder.icmp_signed(">=", m, ir.Constant(m.type, lanes))
+def _whole_or_part(builder, m, lanes, emit):
+    """``emit(True)`` where m >= lanes (every lane live: plain vector moves serve), else
+    ``emit(False)`` (masked moves). A masked store costs tens of cycles on AVX2 cores of
+    AMD's Zen 1-3 (vmaskmovps to memory is microcoded) even with every lane set; only a
+    run's last piece takes it."""
+    with builder.if_else(builder.icmp_signed(">=", m, ir.Constant(m.type, lanes))) as \
+            (whole, part):
+        for block, all_lanes in ((whole, True), (part, False)):
+            with block:
+                emit(all_lanes)
 
 
 def _lanes(context, arr_ty) -> int:
@@ -93,10 +98,7 @@ def _piece(typingctx, dst, d, src, s, m):
         lanes = _lanes(context, sig.args[0])
         load = _masked_io(context, builder, sig.args[2], src_a, s_, lanes, m_)[3]
         store = _masked_io(context, builder, sig.args[0], dst_a, d_, lanes, m_)[4]
-        with builder.if_else(_whole(builder, m_, lanes)) as (whole, part):
-            for block, all_lanes in ((whole, True), (part, False)):
-                with block:
-                    store(load(all_lanes), all_lanes)
+        _whole_or_part(builder, m_, lanes, lambda all_lanes: store(load(all_lanes), all_lanes))
         return ir.Constant(ir.IntType(64), lanes)
 
     return sig, codegen
@@ -127,12 +129,13 @@ def _deal(typingctx, dst, d0, d1, src, s, m):
             halves.append((ir.Constant(ir.VectorType(i32, lanes),
                                        [2 * j + parity for j in range(lanes)]),
                            _masked_io(context, builder, sig.args[0], dst_a, d_, lanes, m2)[4]))
-        with builder.if_else(_whole(builder, m_, 2 * lanes)) as (whole, part):
-            for block, all_lanes in ((whole, True), (part, False)):
-                with block:
-                    lo, hi = (load(all_lanes) for load in loads)
-                    for pick, store in halves:
-                        store(builder.shuffle_vector(lo, hi, pick), all_lanes)
+
+        def deal(all_lanes):
+            lo, hi = (load(all_lanes) for load in loads)
+            for pick, store in halves:
+                store(builder.shuffle_vector(lo, hi, pick), all_lanes)
+
+        _whole_or_part(builder, m_, 2 * lanes, deal)
         return ir.Constant(i64, 2 * lanes)
 
     return sig, codegen

@@ -149,9 +149,8 @@ def vector_memory(builder, vty, mload, mstore, align: int):
             # without AVX-512 a masked store is vmaskmovps, microcoded on AMD's Zen 1-3
             # (tens of cycles even with every lane set): a whole vector takes a plain one
             mty = mask.type
-            name = f"llvm.vector.reduce.and.v{mty.count}i1"
-            every = builder.module.globals.get(name) or ir.Function(
-                builder.module, ir.FunctionType(ir.IntType(1), [mty]), name)
+            every = _intrinsic(builder.module, f"llvm.vector.reduce.and.v{mty.count}i1",
+                               ir.FunctionType(ir.IntType(1), [mty]))
             with builder.if_else(builder.call(every, [mask])) as (whole, part):
                 with whole:
                     builder.store(v, ptr, align=align)

@@ -689,15 +689,15 @@ class Conv(GroupedConv):
             if call is not None:
                 calls.append(call)
 
-        def product(a, bmat, out, batches, rows=None):
+        def product(a, bmat, out, batches, row_values=None):
             gemm = p.gemm
             if p.gemv is not None:
                 gemm, a, bmat = p.gemv, bmat, p.gemv_b
-            call = gemm.call_of(a, bmat, out, rows, batches=batches, holder=holder)
+            call = gemm.call_of(a, bmat, out, row_values, batches=batches, holder=holder)
             if call is not None:
                 calls.append(call)
             elif gemm.tiles is not None:       # the BLAS
-                calls.python(gemm, a, bmat, out, rows, batches)
+                calls.python(gemm, a, bmat, out, row_values, batches)
 
         if p.rows is not None:
             # the bias and an absorbed Relu on each plane as it is made; folded scale-and-shift

@@ -455,3 +455,35 @@ def test_the_helper_compiles_the_tile_entry_while_the_session_is_made(tmp_path):
     names = got["1"]["names"]
     product = [i for i, n in enumerate(names) if n.startswith("gemm_tiles")]
     assert product and product[0] < names.index("FILL:block"), names
+
+
+def test_a_first_run_waiting_for_the_helper_takes_the_micro_kernels_itself(monkeypatch):
+    """compile_share.fill_tables: while the helper still compiles a table's blocked entry
+    (it does the micro-kernels last), this process loads or compiles that table's
+    micro-kernels (microkernel.micro_ahead), which leaves the table unfilled; once the
+    helper is done it goes straight to filling the table."""
+    import threading
+
+    from graphrt.kernels.gemm import micro_ir, microkernel
+    from graphrt.plan import compile_share
+    key = (np.dtype(np.float32), False)
+    for name in ("_ADDRESSES", "_UNFILLED", "_KERNELS", "PENDING"):
+        monkeypatch.setattr(microkernel, name, {})
+    monkeypatch.setattr(micro_ir, "_TABLES", {})
+    done = threading.Event()
+    microkernel.PENDING[key] = (done, time.monotonic())
+    kt = microkernel.table(*key)
+    assert microkernel.unfilled() == [(kt, done)]
+
+    order = []
+    ahead = microkernel.micro_ahead
+    monkeypatch.setattr(microkernel, "micro_ahead", lambda t: (order.append("micro"), ahead(t)))
+    monkeypatch.setattr(microkernel, "ready", lambda t: order.append("fill"))
+    compile_share.fill_tables([], None)
+    assert order == ["micro", "fill"]
+    assert key in micro_ir._TABLES and not kt.any()     # loaded, the table still unfilled
+
+    done.set()
+    order.clear()
+    compile_share.fill_tables([], None)
+    assert order == ["fill"]

@@ -190,8 +190,9 @@ def fill_tables(calls: list, sharing: Sharing | None) -> None:
     makes ``calls``. Where the helper is compiling a table's entry (prefetch_tiles), this
     process compiles its own share of the run's kernels meanwhile (Sharing.ahead; all of
     them when they are too few to share, and all it can while the helper has the entry to
-    compile: the helper claims none of them before), then loads the entry: the plan no
-    longer waits for it, nor compiles it beside the helper."""
+    compile: the helper claims none of them before), then, if the helper is still at it,
+    the table's micro-kernels (the helper compiles them last), then loads the entry: the
+    plan no longer waits for it, nor compiles it beside the helper."""
     from ..kernels.gemm import microkernel
     tables = microkernel.unfilled()
     if not tables:
@@ -203,4 +204,6 @@ def fill_tables(calls: list, sharing: Sharing | None) -> None:
         if helper is not None:
             while not helper.is_set() and sharing.ahead(greedy=True):
                 pass
+            if not helper.is_set():
+                microkernel.micro_ahead(kt)
         microkernel.ready(kt)

@@ -490,6 +490,17 @@ def ready(kt: np.ndarray) -> np.ndarray:
     return kt
 
 
+def micro_ahead(kt: np.ndarray) -> None:
+    """Load, or compile into the cache, the micro-kernels an unfilled ``kt`` will hold,
+    without filling it: a first run waiting for the helper process's blocked entry does this
+    share itself (the helper, compiling the entry and its blocked path first, then loads
+    them from the cache)."""
+    item = _UNFILLED.get(id(kt))
+    if item is not None and item[0] is kt:
+        dtype, exact, _ = item[1]
+        micro_ir.kernels(dtype, exact)
+
+
 def passed(kt: np.ndarray) -> np.ndarray:
     """``kt`` as a call made now passes it: filled (``ready``), unless the run making its
     calls fills the tables once they are all made (``DEFER``)."""

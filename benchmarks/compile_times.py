@@ -106,7 +106,7 @@ def verdict(kernel: str, seconds: float, first: bool = False) -> str:
 def profile(name: str) -> dict:
     path, _ = make.load(name)
     folder = tempfile.mkdtemp(prefix="graphrt-compile-times-")
-    env = dict(os.environ, GRAPHRT_CACHE_DIR=folder, GRAPHRT_JIT_SCHEDULE="0")
+    env = dict(os.environ, GRAPHRT_CACHE_DIR=folder)
     env.pop("NUMBA_CACHE_DIR", None)
     try:
         proc = subprocess.run([sys.executable, "-c", CHILD, path,

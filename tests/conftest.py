@@ -4,6 +4,12 @@ import os
 # (plan/warm.py) would stand in for the parallel ones they mean to check. That policy has
 # tests of its own (tests/test_serial_first.py), which turn it on.
 os.environ.setdefault("GRAPHRT_SERIAL_FIRST", "0")
+# pytest-xdist's workers already keep every core compiling; a helper process per worker
+# (plan/compile_share.py) only adds processes to share them (tests/ops/reduce, nn and
+# attention from an empty cache on 2 cores: 112-120 s without, 118-136 s with, three runs
+# each). The tests of the helper and of the policy that needs it turn it on for the
+# processes they start.
+os.environ.setdefault("GRAPHRT_COMPILE_HELPER", "0")
 
 
 def pytest_runtest_logreport(report):

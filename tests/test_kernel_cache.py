@@ -52,7 +52,10 @@ def _expected(dtype):
 
 
 def _env(cache_dir, **extra):
-    env = dict(os.environ, GRAPHRT_CACHE_DIR=str(cache_dir), GRAPHRT_JIT_SCHEDULE="0", **extra)
+    """A child's environment: this one with ``cache_dir`` as the kernel cache and the helper
+    process on, as a user's process has it (tests/conftest.py turns it off for the suite)."""
+    env = dict(os.environ, GRAPHRT_CACHE_DIR=str(cache_dir),
+               **dict({"GRAPHRT_COMPILE_HELPER": "1"}, **extra))
     env.pop("NUMBA_CACHE_DIR", None)
     return env
 

@@ -67,7 +67,7 @@ print(json.dumps(report))
 
 def _child(tmp_path, op, mode, serial_first):
     env = dict(os.environ, GRAPHRT_CACHE_DIR=str(tmp_path / f"cache-{serial_first}"),
-               GRAPHRT_SERIAL_FIRST=serial_first)
+               GRAPHRT_SERIAL_FIRST=serial_first, GRAPHRT_COMPILE_HELPER="1")
     env.pop("NUMBA_CACHE_DIR", None)
     out = tmp_path / f"y-{serial_first}.npy"
     proc = subprocess.run([sys.executable, "-c", CHILD, op, mode, str(out)], env=env,

@@ -32,3 +32,17 @@ def pytest_terminal_summary(terminalreporter):
             terminalreporter.write_line(
                 f"onnx backend {label}: {sum(r is None for r in ran.values())} of {len(ran)} run pass"
                 + (f" ({draws} random-draw cases checked for type, shape and support)" if draws else ""))
+
+
+# Tests that start processes of their own and run for tens of seconds each go first, so that
+# pytest-xdist's workers share out the short tests after them and end together (at the end
+# of the collection order they left one worker running alone).
+FIRST = ("tests/test_exact_properties.py::test_exact_same_bits_in_another_process_on_the_generic_path",
+         "tests/test_onnx_backend.py::test_optimisation_levels_agree_over_the_backend_cases",
+         "tests/test_kernel_cache.py", "tests/test_serial_first.py", "tests/test_notebooks.py",
+         "tests/test_tasks.py")
+
+
+def pytest_collection_modifyitems(session, config, items):
+    first = [item for item in items if item.nodeid.startswith(FIRST)]
+    items[:] = first + [item for item in items if not item.nodeid.startswith(FIRST)]

@@ -483,11 +483,17 @@ def ready(kt: np.ndarray) -> np.ndarray:
     they are missing); any other array is returned as it is."""
     if id(kt) in _UNFILLED:
         with _FILL_LOCK:
-            item = _UNFILLED.get(id(kt))
-            if item is not None and item[0] is kt:
-                _fill(kt, *item[1])
+            key = _unfilled_key(kt)
+            if key is not None:
+                _fill(kt, *key)
                 del _UNFILLED[id(kt)]
     return kt
+
+
+def _unfilled_key(kt: np.ndarray):
+    """The (dtype, exact, path) ``kt`` is still to be filled for, else None."""
+    item = _UNFILLED.get(id(kt))
+    return item[1] if item is not None and item[0] is kt else None
 
 
 def micro_ahead(kt: np.ndarray) -> None:
@@ -495,10 +501,9 @@ def micro_ahead(kt: np.ndarray) -> None:
     without filling it: a first run waiting for the helper process's blocked entry does this
     share itself (the helper, compiling the entry and its blocked path first, then loads
     them from the cache)."""
-    item = _UNFILLED.get(id(kt))
-    if item is not None and item[0] is kt:
-        dtype, exact, _ = item[1]
-        micro_ir.kernels(dtype, exact)
+    key = _unfilled_key(kt)
+    if key is not None:
+        micro_ir.kernels(key[0], key[1])
 
 
 def passed(kt: np.ndarray) -> np.ndarray:

@@ -37,7 +37,7 @@ def _at_both_counts_and_flagged(model, x, mode, monkeypatch, module, **flags):
 
 SHAPES = [(1, 1, 1), (1, 7, 5), (13, 7, 37), (12, 256, 32), (25, 300, 70), (3, 513, 100),
           (40, 0, 9), (97, 1031, 45), (2, 64, 600), (20, 300, 45), (16, 70, 33), (28, 9, 64),
-          # last panels of 5 to 11 rows: a piece of 8 or 4 rows, then the last four again
+          # last panels of 5 to 11 rows: a piece of a kernel's height, then the last four again
           (10, 300, 45), (22, 40, 70), (7, 520, 33), (17, 9, 64), (35, 257, 96),
           # last panels of 1 to 3 rows after a whole one: the two run as one panel's pieces
           (32, 300, 70), (15, 520, 33), (8, 9, 64), (26, 300, 45), (63, 257, 20)]

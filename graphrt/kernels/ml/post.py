@@ -42,7 +42,10 @@ def _exp(v, exact):
     return exactmath.exp(v) if exact else np.exp(v)
 
 
-@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
+# Inlined, as every helper here: ``exact`` is then the caller's constant and numba types and
+# compiles only its mode's branch (a called erfinv compiled exactmath's erf, log and exp into
+# every fast kernel too, 2 s).
+@njit(cache=True, nogil=True, no_cfunc_wrapper=True, inline="always")
 def erfinv(z, exact):
     """erf^-1(z): Winitzki's approximation refined by three Newton steps on erf."""
     if z != z or z < -1.0 or z > 1.0:

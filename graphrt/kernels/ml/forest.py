@@ -289,44 +289,47 @@ def _ranges(begin, end, order):
     return start.astype(np.int32), take.astype(np.int64)
 
 
-@njit(cache=True, nogil=True, no_cfunc_wrapper=True)
 def _layout(roots, is_leaf, first, second, limit):
     """Breadth-first renumbering tree by tree: (old number of each new node, children
     [2 n] in new numbers, level of each new node, depth per tree, nodes per tree, n); n = -1
-    when ``limit`` new nodes do not suffice (a cycle, or subtrees shared too widely)."""
-    order = np.empty(limit, np.int64)
-    kids = np.empty(2 * limit, np.int64)
-    level = np.empty(limit, np.int64)
-    depth = np.zeros(roots.size, np.int64)
-    sizes = np.zeros(roots.size, np.int64)
-    n = 0
-    for k in range(roots.size):
-        if n >= limit:
-            return order[:0], kids[:0], level[:0], depth, sizes, -1
-        start = n
-        order[n] = roots[k]
-        level[n] = 0
-        n += 1
-        head = start
-        while head < n:
-            old = order[head]
-            if is_leaf[old]:
-                kids[2 * head] = head
-                kids[2 * head + 1] = head
-                depth[k] = max(depth[k], level[head])
-            else:
-                if n + 2 > limit:
-                    return order[:0], kids[:0], level[:0], depth, sizes, -1
-                order[n] = first[old]
-                order[n + 1] = second[old]
-                level[n] = level[head] + 1
-                level[n + 1] = level[head] + 1
-                kids[2 * head] = n
-                kids[2 * head + 1] = n + 1
-                n += 2
-            head += 1
-        sizes[k] = n - start
-    return order[:n], kids[:2 * n], level[:n], depth, sizes, n
+    when ``limit`` new nodes do not suffice (a cycle, or subtrees shared too widely).
+
+    All trees go down together a level at a time (numpy, nothing to compile): level L + 1
+    is the children of level L's interior nodes, side by side in level L's order; a stable
+    sort by tree then puts each tree's levels one after another."""
+    olds, trees = [roots], [np.arange(roots.size)]
+    total = roots.size
+    while total <= limit and olds[-1].size:
+        inner = ~is_leaf[olds[-1]]
+        parents = olds[-1][inner]
+        below = np.empty(2 * parents.size, np.int64)
+        below[0::2], below[1::2] = first[parents], second[parents]
+        olds.append(below)
+        trees.append(np.repeat(trees[-1][inner], 2))
+        total += below.size
+    if total > limit:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, empty, np.zeros(roots.size, np.int64), \
+            np.zeros(roots.size, np.int64), -1
+    old, tree = np.concatenate(olds), np.concatenate(trees)
+    level = np.repeat(np.arange(len(olds)), [o.size for o in olds])
+    by_tree = np.argsort(tree, kind="stable")       # new node i is found node by_tree[i]
+    new = np.empty(total, np.int64)
+    new[by_tree] = np.arange(total)
+    # the found node of each node's first child (its own number at a leaf)
+    child = np.arange(total)
+    starts = np.cumsum([0] + [o.size for o in olds])
+    for k in range(len(olds) - 1):
+        inner = ~is_leaf[olds[k]]
+        child[starts[k]:starts[k + 1]][inner] = starts[k + 1] + 2 * np.arange(int(inner.sum()))
+    leaf = is_leaf[old]
+    kids = np.empty((total, 2), np.int64)
+    kids[:, 0] = new[child]
+    kids[:, 1] = new[np.where(leaf, child, child + 1)]
+    sizes = np.bincount(tree, minlength=roots.size).astype(np.int64)
+    level = level[by_tree]
+    depth = level[np.cumsum(sizes) - 1]             # a tree's last node is on its last level
+    return old[by_tree], kids[by_tree].reshape(-1), level, depth, sizes, int(total)
 
 
 COMMON = 0.99       # the share of even-odds walks that the lockstep levels finish

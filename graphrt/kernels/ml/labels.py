@@ -71,11 +71,10 @@ def write(ctx: RunContext, classes: ClassLabels, best: np.ndarray, scores: np.nd
         post.canonical(ctx, scores_out)
 
 
-def _final(acc, t, divide, base, post_kind, kind, threshold, probability, values, best,
-           labels_out, out, rows):
+def _final(acc, t, divide, base, threshold, probability, values, best, labels_out, out, rows):
     """Row r of the raw scores acc[r * t:(r + 1) * t] (in place): divided by ``divide``
-    (unless 0), plus ``base`` (unless empty), then by ``kind``:
-    - REGRESS: post-transformed into out[r * t:];
+    (unless 0), plus ``base`` (unless empty), then by KIND:
+    - REGRESS: post-transformed (POST) into out[r * t:];
     - ARGMAX: best[r] = the first best score's position, then post-transformed;
     - ONE_COLUMN: s = column 0, best[r] = s > threshold, out[2r:2r + 2] the two columns of s
       (module docstring; in float64);
@@ -83,7 +82,7 @@ def _final(acc, t, divide, base, post_kind, kind, threshold, probability, values
     best written where it is not empty, labels_out[r] = values[best[r]] where ``values``
     (integer labels) is not empty.
     Exact mode makes the NaNs of out the canonical quiet NaN."""
-    w = 2 if kind == ONE_COLUMN else t
+    w = 2 if KIND == ONE_COLUMN else t
     has_base, nv, has_best = base.size > 0, values.size, best.size > 0
     for r in prange(rows):
         y = acc[r * t:(r + 1) * t]
@@ -95,13 +94,13 @@ def _final(acc, t, divide, base, post_kind, kind, threshold, probability, values
                 y[j] += base[j]
         o = out[r * w:(r + 1) * w]
         b = 0
-        if kind == ONE_COLUMN:
+        if KIND == ONE_COLUMN:
             s = np.float64(y[0])
             b = 1 if s > threshold else 0
-            if post_kind == post.LOGISTIC:
+            if POST == post.LOGISTIC:
                 p = post.logistic(s, EXACT)
                 o[0], o[1] = 1.0 - p, p
-            elif post_kind == post.PROBIT:
+            elif POST == post.PROBIT:
                 q = post.probit(s, EXACT)
                 o[0], o[1] = q, q
             elif probability:
@@ -109,35 +108,47 @@ def _final(acc, t, divide, base, post_kind, kind, threshold, probability, values
             else:
                 o[0], o[1] = -s, s
         else:
-            if kind == ARGMAX and t > 0:
+            if KIND == ARGMAX:
                 # np.argmax's choice: the first NaN, else the first largest
-                m = y[0]
-                if m == m:
-                    for j in range(1, t):
-                        if y[j] != y[j]:
-                            b = j
-                            break
-                        if y[j] > m:
-                            m, b = y[j], j
-            elif kind == SECOND_COLUMN:
+                if t > 0:
+                    m = y[0]
+                    if m == m:
+                        for j in range(1, t):
+                            if y[j] != y[j]:
+                                b = j
+                                break
+                            if y[j] > m:
+                                m, b = y[j], j
+            elif KIND == SECOND_COLUMN:
                 b = 1 if y[1] > threshold else 0
-            post.transform_row(y, post_kind, EXACT)
+            post.transform_row(y, POST, EXACT)
             for j in range(t):
                 o[j] = y[j]
         if EXACT:
             for j in range(w):
                 if o[j] != o[j]:
                     o[j] = np.nan
-        if kind != REGRESS:
+        if KIND != REGRESS:
             if has_best:
                 best[r] = b
             if nv:
                 labels_out[r] = values[b]
 
 
-FINAL = Variants(_final, "ml_final", parallel=True)
+# One template, compiled per (KIND, POST) a model uses: every kind and post-transform in one
+# function compiled in 2 s (numba types and optimises the branches a model never takes).
+_FINALS: dict = {}
+KIND = POST = None      # rebound per form
 _NONE_F = np.zeros(0)
 _NONE_I = np.zeros(0, np.int64)
+
+
+def _final_form(kind: int, post_kind: int) -> Variants:
+    form = _FINALS.get((kind, post_kind))
+    if form is None:
+        form = _FINALS.setdefault((kind, post_kind), Variants(
+            _final, f"ml_final_{kind}{post_kind}", parallel=True, KIND=kind, POST=post_kind))
+    return form
 
 
 def final_call(exact: bool, acc: np.ndarray, out: np.ndarray, kind: int, post_kind: int,
@@ -150,9 +161,9 @@ def final_call(exact: bool, acc: np.ndarray, out: np.ndarray, kind: int, post_ki
     t = acc.size // max(rows, 1)
     numeric = classes is not None and classes.dtype != _STRING and labels_out is not None
     parallel = rows * max(t, 1) >= 1 << 14
-    return (FINAL.get(exact, parallel),
-            (acc, t, acc.dtype.type(divide), _NONE_F if base is None else base, post_kind,
-             kind, threshold, probability, classes.values if numeric else _NONE_I,
+    return (_final_form(kind, post_kind).get(exact, parallel),
+            (acc, t, acc.dtype.type(divide), _NONE_F if base is None else base,
+             threshold, probability, classes.values if numeric else _NONE_I,
              _NONE_I if best is None else best,
              labels_out.reshape(-1) if numeric else _NONE_I, out.reshape(-1), rows))
 

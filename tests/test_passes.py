@@ -424,6 +424,7 @@ def _payload_nans(*shape):
 
 def _folds():
     from graphrt.kernels.elementwise import arithmetic as ar, cast, compare as cp, select
+    from graphrt.kernels.elementwise import unary_math as um, variadic
     from graphrt.kernels.tensor import expand, gather, layout
     i64 = np.array([[2**62, 3, -5, 2**63 - 1]]), np.array([[4], [7], [-2**62]])
     big = np.array([2**62 + 2**38 + 1, -(2**53) - 1, 300, -129, 2**31, 16777217])
@@ -443,6 +444,13 @@ def _folds():
          {"axis": 0}),
         (layout.Transpose, (rng.integers(0, 2**16, (2, 3, 4)).astype(np.uint16),), {"perm": [2, 0, 1]}),
         (layout.Concat, (_payload_nans(2, 1), _payload_nans(2, 3)), {"axis": -1}),
+        (um.Abs, (np.array([-2**63, -3, 0, 2**63 - 1]),), {}),
+        (um.Abs, (np.array([-128, -1, 127], np.int8),), {}),
+        (um.Neg, (np.array([-2**31, -3, 0, 2**31 - 1], np.int32),), {}),
+        (variadic.Min, (i64[0], i64[1]), {}),
+        (variadic.Max, (np.array([0, 200, 255], np.uint8), np.array([[1], [255]], np.uint8),
+                        np.array([7], np.uint8)), {}),
+        (variadic.Min, (np.array([[5, -9]], np.int16),), {}),
     ] + [(cast.Cast, (x,), {"to": onnx.helper.np_dtype_to_tensor_dtype(np.dtype(to))})
          for x, to in [(big, np.int8), (big, np.float32), (big, np.float64), (big, np.uint32),
                        (np.array([0, 3, -1], np.int32), np.bool_),
@@ -453,8 +461,8 @@ def _folds():
 
 @pytest.mark.parametrize("index", range(len(_folds())))
 def test_a_fold_numpy_computes_has_the_kernels_bits(index):
-    """Constant folds of integer and bool arithmetic, comparisons and element moves are
-    computed by numpy (no kernel compiled for them): the same bits as the kernel's run."""
+    """Constant folds of integer and bool arithmetic (Abs, Neg, Min and Max too), comparisons
+    and element moves are computed by numpy (no kernel compiled for them): the same bits as the kernel's run."""
     from .helpers import kernel_run
     cls, inputs, attrs = _folds()[index]
     run = kernel_run(cls, list(inputs), attrs)
@@ -472,7 +480,8 @@ n = helper.make_node
 c = lambda name, v: numpy_helper.from_array(np.asarray(v), name)
 nodes = [n("Mul", ["a", "b"], ["m"]), n("Equal", ["m", "b"], ["e"]), n("Not", ["e"], ["ne"]),
          n("GreaterOrEqual", ["m", "a"], ["ge"]), n("And", ["ge", "e"], ["both"]),
-         n("Where", ["both", "m", "a"], ["w"]), n("Expand", ["w", "s"], ["x2"]),
+         n("Abs", ["m"], ["am"]), n("Max", ["am", "a", "b"], ["mx"]),
+         n("Where", ["both", "mx", "a"], ["w"]), n("Expand", ["w", "s"], ["x2"]),
          n("Transpose", ["x2"], ["t"], perm=[1, 0]), n("Concat", ["t", "t"], ["cc"], axis=0),
          n("Gather", ["cc", "i"], ["g"], axis=1), n("GatherElements", ["g", "j"], ["ge2"], axis=0),
          n("Cast", ["ge2"], ["f"], to=TensorProto.FLOAT), n("Add", ["x", "f"], ["y"])]
@@ -498,7 +507,7 @@ def test_shape_arithmetic_folds_without_compiling(tmp_path):
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert report["pass_counts"]["fold_constants"] >= 11
+    assert report["pass_counts"]["fold_constants"] >= 13
     assert [f for f in report["compiled"] if "fast" in f or "exact" in f] == []
 
 

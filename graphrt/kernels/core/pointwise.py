@@ -258,6 +258,8 @@ class Unary(Pointwise):
     """Element-wise unary operator; parametric ones use unary_param_variants and define
     ``params``."""
 
+    UFUNC = None    # numpy's ufunc of the same operation on integers (as Binary.UFUNC)
+
     def params(self, ctx: InferContext, dtype: np.dtype) -> tuple:
         """The scalars p, q for inputs computed in ``dtype`` (none for plain operators)."""
         return ()
@@ -289,6 +291,9 @@ class Unary(Pointwise):
 
     def run(self, ctx: RunContext) -> None:
         out = ctx.flat_out[0]
+        if self.UFUNC is not None and out.dtype.kind in "iu" and folding():
+            self.UFUNC(ctx.flat_in[0], out=out)
+            return
         buf = result_buffer(ctx, out)
         fn, args = self._call(ctx, widen(ctx, ctx.flat_in[0]), buf)
         fn(*args)

@@ -181,11 +181,13 @@ class _Exact(Unary):
 class Abs(_Exact):
     ALLOWED = _dt.NUMERIC | _FLOATS
     VARIANTS = unary_variants(_abs, "abs")
+    UFUNC = np.abs
 
 
 class Neg(_Exact):
     ALLOWED = _FLOATS | _dt.SIGNED
     VARIANTS = unary_variants(_neg, "neg")
+    UFUNC = np.negative
 
 
 class Sign(_Exact):

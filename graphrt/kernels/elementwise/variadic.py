@@ -24,7 +24,7 @@ import numpy as np
 from numba import njit
 
 from ... import dtypes as _dt
-from ..core.base import InferContext, OpKernel, RunContext, scratch
+from ..core.base import InferContext, OpKernel, RunContext, folding, scratch
 from ..core.broadcast import Walk, broadcast_shape, element_strides
 from ..core.floats import FLOATS, compute_dtype, narrow, result_buffer, widen
 from ..core.pointwise import binary_path, binary_variants, in_place_form, pick, small_ints
@@ -65,6 +65,7 @@ class _Variadic(OpKernel):
     ALLOWED = _dt.NUMERIC | FLOATS
     VARIANTS = None
     MEAN = False
+    UFUNC = None    # numpy's ufunc of the same operation on integers (as Binary.UFUNC)
 
     def infer(self, ctx: InferContext) -> None:
         n = ctx.n_inputs
@@ -92,6 +93,13 @@ class _Variadic(OpKernel):
     def run(self, ctx: RunContext) -> None:
         steps, temps, walks, pairs, mean = ctx.prepared
         out = ctx.flat_out[0]
+        if self.UFUNC is not None and out.dtype.kind in "iu" and folding():
+            # (Binary.UFUNC's reason; in any order: integer min and max are exact)
+            got = ctx.outputs[0]
+            got[...] = ctx.inputs[0]
+            for x in ctx.inputs[1:]:
+                self.UFUNC(got, x, out=got)
+            return
         buf = result_buffer(ctx, out)
         ins = ctx.flat_in
         if not steps:
@@ -157,6 +165,7 @@ class Max(_Variadic):
     max(-0, +0) = +0 in either order."""
 
     VARIANTS = _MAX
+    UFUNC = np.maximum
 
 
 class Min(_Variadic):
@@ -164,6 +173,7 @@ class Min(_Variadic):
     min(-0, +0) = -0 in either order."""
 
     VARIANTS = _MIN
+    UFUNC = np.minimum
 
 
 class Sum(_Variadic):

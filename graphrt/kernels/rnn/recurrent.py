@@ -199,7 +199,8 @@ def _steps(x, wt, xw, rt, hr, hn, b, p, lens, y, h, c, rh, geo, s0, s1, phase, c
                 for j in range(hs):
                     gates[j] = xg[j] + bw[j] + br[j] + gates[j]
                 _apply(f1, a1, b1, clip, hr, go, go + hs)
-                hh[:] = gates
+                for j in range(hs):         # (not hh[:] = gates: see micro_int.unpack)
+                    hh[j] = gates[j]
             elif GATES == 3:
                 rg = gates[hs:2 * hs]
                 if phase == 0:

@@ -80,7 +80,7 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--output", help="also write the table to this markdown file")
     a = p.parse_args(argv)
-    names = a.models or [n for n in make.available() if not n.startswith("skl_")]
+    names = a.models or make.available()
     lines = [f"First result of a fresh process, seconds (import + session + first run), "
              f"{a.threads} threads:", "",
              "| model | onnxruntime | graphrt cold | kernels compiled | graphrt warm |",

@@ -170,12 +170,14 @@ def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols
             # storing its four equal results at one place (ldc = 0): the micro-kernel's
             # operations, its eight accumulators in registers (a row alone has two, and
             # waits on each FMA's latency: 2.5x slower)
+            # (btab goes along unread, rows_at being False: the global NO_TABLE, typed as a
+            # read-only array, compiled a second _micro_at beside the blocked path's)
             nr = cb.size // MR
             none = (epi[0], epi[1], epi[2], 0)
             for i in range(rows):
                 for j0 in range(0, cols, nr):
                     _micro_at(kt, 4, a, ao + i * a_si, a_sk, 0, b, bo + j0 * kk, nr, False,
-                              NO_TABLE, 0, out, oo + i * ldo + j0, 0, kk, False,
+                              btab, 0, out, oo + i * ldo + j0, 0, kk, False,
                               min(nr, cols - j0), nr, none)
             return False
         if rows < FEW_ROWS and b_sk == 1 and b_sj != 1 and btab.size == 0:

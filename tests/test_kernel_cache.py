@@ -54,8 +54,8 @@ def _expected(dtype):
 def _env(cache_dir, **extra):
     """A child's environment: this one with ``cache_dir`` as the kernel cache and the helper
     process on, as a user's process has it (tests/conftest.py turns it off for the suite)."""
-    env = dict(os.environ, GRAPHRT_CACHE_DIR=str(cache_dir),
-               **dict({"GRAPHRT_COMPILE_HELPER": "1"}, **extra))
+    env = dict(os.environ, GRAPHRT_CACHE_DIR=str(cache_dir), GRAPHRT_COMPILE_HELPER="1")
+    env.update(extra)
     env.pop("NUMBA_CACHE_DIR", None)
     return env
 

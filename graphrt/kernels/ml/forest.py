@@ -297,7 +297,7 @@ def _layout(roots, is_leaf, first, second, limit):
     All trees go down together a level at a time (numpy, nothing to compile): level L + 1
     is the children of level L's interior nodes, side by side in level L's order; a stable
     sort by tree then puts each tree's levels one after another."""
-    olds, trees = [roots], [np.arange(roots.size)]
+    olds, trees, inners = [roots], [np.arange(roots.size)], []
     total = roots.size
     while total <= limit and olds[-1].size:
         inner = ~is_leaf[olds[-1]]
@@ -306,22 +306,23 @@ def _layout(roots, is_leaf, first, second, limit):
         below[0::2], below[1::2] = first[parents], second[parents]
         olds.append(below)
         trees.append(np.repeat(trees[-1][inner], 2))
+        inners.append(inner)
         total += below.size
     if total > limit:
         empty = np.zeros(0, np.int64)
         return empty, empty, empty, np.zeros(roots.size, np.int64), \
             np.zeros(roots.size, np.int64), -1
     old, tree = np.concatenate(olds), np.concatenate(trees)
-    level = np.repeat(np.arange(len(olds)), [o.size for o in olds])
+    counts = [o.size for o in olds]                 # nodes per level (the last: none)
+    level = np.repeat(np.arange(len(olds)), counts)
     by_tree = np.argsort(tree, kind="stable")       # new node i is found node by_tree[i]
     new = np.empty(total, np.int64)
     new[by_tree] = np.arange(total)
     # the found node of each node's first child (its own number at a leaf)
     child = np.arange(total)
-    starts = np.cumsum([0] + [o.size for o in olds])
-    for k in range(len(olds) - 1):
-        inner = ~is_leaf[olds[k]]
-        child[starts[k]:starts[k + 1]][inner] = starts[k + 1] + 2 * np.arange(int(inner.sum()))
+    starts = np.cumsum([0] + counts)
+    for k, inner in enumerate(inners):
+        child[starts[k]:starts[k + 1]][inner] = starts[k + 1] + np.arange(0, counts[k + 1], 2)
     leaf = is_leaf[old]
     kids = np.empty((total, 2), np.int64)
     kids[:, 0] = new[child]

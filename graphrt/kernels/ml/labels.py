@@ -16,6 +16,8 @@ Python (string labels are taken by Python from the best positions it leaves).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from numba import prange
@@ -139,18 +141,15 @@ def _final(acc, t, divide, base, threshold, probability, values, best, labels_ou
 # function compiled in 2 s (numba types and optimises the branches a model never takes), a
 # form in about 0.6 s (per POST alone, kind an argument, about 1.2 s). The test suite, which
 # runs some thirty pairs in each mode, compiles more for it (about 45 s of its workers' time).
-_FINALS: dict = {}
 KIND = POST = None      # rebound per form
 _NONE_F = np.zeros(0)
 _NONE_I = np.zeros(0, np.int64)
 
 
+@functools.lru_cache(maxsize=None)
 def _final_form(kind: int, post_kind: int) -> Variants:
-    form = _FINALS.get((kind, post_kind))
-    if form is None:
-        form = _FINALS.setdefault((kind, post_kind), Variants(
-            _final, f"ml_final_{kind}{post_kind}", parallel=True, KIND=kind, POST=post_kind))
-    return form
+    return Variants(_final, f"ml_final_{kind}{post_kind}", parallel=True, KIND=kind,
+                    POST=post_kind)
 
 
 def final_call(exact: bool, acc: np.ndarray, out: np.ndarray, kind: int, post_kind: int,

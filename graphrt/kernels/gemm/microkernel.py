@@ -18,7 +18,9 @@ accumulators held in vector registers (NR = two vectors of the widest registers 
 has), one broadcast of A and two loads of B per row and k. A and B are packed into
 zero-padded panels (MR-row panels of A, NR-column panels of B, k-major) only where they are not
 already rows with contiguous k (A) or contiguous columns (B), which are read in place;
-padded lanes are computed and thrown away, edge tiles go through a small buffer.
+padded lanes are computed and thrown away, edge tiles go through a small buffer. The blocked
+driver that packs and walks the panels is LLVM IR too (driver_ir.py); the few-rows paths and
+the tile entries that callers reach by address (``call_tile``) are numba code here.
 """
 from __future__ import annotations
 
@@ -41,7 +43,8 @@ from ...cache import folder_of
 from ..core import by_address
 from ..core.held import held_buffer
 from ..core.jit import rebind
-from . import micro_ir
+from . import driver_ir, micro_ir
+from .driver_ir import KC, MC, call_blocked
 from .micro_ir import (EPI_C, EPI_RELU, EPI_ROW, FULL,  # noqa: F401 (re-exported)
                        FUSED_EPILOGUE, GEMV, HALF, KERNEL_PATH, MASKED, MR, VBYTES, call, gemv,
                        slot)
@@ -50,13 +53,11 @@ from .micro_ir import (EPI_C, EPI_RELU, EPI_ROW, FULL,  # noqa: F401 (re-exporte
 # names), so an edit here or in the micro-kernels' call convention renames them in numba's
 # cache.
 _h = hashlib.sha1()
-for _path in (__file__, micro_ir.__file__):
+for _path in (__file__, micro_ir.__file__, driver_ir.__file__):
     with open(_path, "rb") as _f:
         _h.update(_f.read())
 SOURCE_TAG = _h.hexdigest()[:12]
 
-KC = 256                    # k per block: an A panel and a B panel stay in L1
-MC = 8 * MR                 # rows per packed block of A (stays in L2)
 NC_BYTES = 1 << 19          # a packed block of B (KC x NC) stays in L2
 FEW_ROWS = 4                # fewer rows: _dot_rows (B transposed) or the one-row product
 
@@ -171,7 +172,7 @@ def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols
             # operations, its eight accumulators in registers (a row alone has two, and
             # waits on each FMA's latency: 2.5x slower)
             # (btab goes along unread, rows_at being False: the global NO_TABLE, typed as a
-            # read-only array, compiled a second _micro_at beside the blocked path's)
+            # read-only array, would compile _micro_at once more for callers passing both)
             nr = cb.size // MR
             none = (epi[0], epi[1], epi[2], 0)
             for i in range(rows):
@@ -194,10 +195,10 @@ def _tile_product(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols
         fuse = FUSED_EPILOGUE and epi[3] != 0 and rows % MR in (0, 8, 4)
         nc = bp.size // max(1, min(KC, kk))
         for jc in range(0, cols, nc):
-            BLOCK_AT(kt, (a, ao, a_si, a_sk, b, bo + jc * b_sj, b_sk, b_sj, out, oo + jc, ldo,
-                          rows, min(nc, cols - jc), kk, ap, bp, cb, exact, btab, panels,
-                          (epi[0], epi[1] + _cols(epi, jc), epi[2], epi[3] if fuse else 0),
-                          kt))
+            call_blocked(kt[BLOCKED_AT], a, ao, a_si, a_sk, b, bo + jc * b_sj, b_sk, b_sj, out,
+                         oo + jc, ldo, rows, min(nc, cols - jc), kk, ap, bp, cb, btab,
+                         btab.size, panels, epi[0], epi[1] + _cols(epi, jc), epi[2],
+                         epi[3] if fuse else 0, kt)
         return fuse
     return False
 
@@ -211,8 +212,8 @@ def _cols(epi, j):
 
 FEW = True          # bound per entry (_tile_product's docstring)
 BLOCKED = True
-# bound per function: calls of the blocked path and the few-rows paths (_AT, _direct)
-BLOCK_AT = DOT_ROWS_AT = None
+# bound per function: calls of the few-rows path _dot_rows (_AT, _direct)
+DOT_ROWS_AT = None
 NO_TABLE = np.zeros(0, dtype=np.int64)
 
 
@@ -242,125 +243,6 @@ def unpack_panels(flat: np.ndarray, k: int, n: int) -> np.ndarray:
     return flat.reshape(-1, k, nr).transpose(1, 0, 2).reshape(k, -1)[:, :n]
 
 
-def _block_template(a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols, kk, ap,
-                    bp, cb, exact, btab, panels, epi, kt):
-    nr = cb.size // MR
-    table = btab.size > 0
-    # B's rows are read in place where its columns are contiguous (only edge panels are
-    # packed): packing would cost a copy per element for little gain at these sizes
-    direct = b_sj == 1
-    # A's rows are read in place too where its k is contiguous (only edge panels of other
-    # heights are packed): measured faster at every size, and much faster for narrow
-    # products, where a packed A element would serve only ``cols`` multiply-adds
-    direct_a = a_sk == 1
-    npan = (cols + nr - 1) // nr
-    # Only the last row panel can have a height without a kernel (rows % MR). With A read in
-    # place, above four rows it runs as one piece of a kernel's height and then its last
-    # four rows (split_h below); below four, with a panel before it, the two run so as one
-    # panel of MR + 1 to MR + 3 rows (merge: 32 rows as 6 * 4 + 4 + 4 on AVX2, not 6 * 6
-    # with four rows of padding). Else it goes through a padded panel of A and a buffer
-    # (padded), and then an edge panel of B (w < nr columns) is packed too: elsewhere it goes
-    # to the masked kernel in place.
-    tail = rows % MR
-    merge = direct_a and 0 < tail < 4 and rows > MR
-    padded = tail not in (0, 8, 4) and (not direct_a or (tail < 4 and not merge))
-    none = (epi[0], epi[1], epi[2], 0)     # (tile_product fuses no epilogue with such rows)
-    for pc in range(0, kk, KC):
-        kc = min(KC, kk - pc)
-        for jp in range(npan):
-            j0 = jp * nr
-            w = min(nr, cols - j0)
-            if panels or (direct and (w == nr or not padded)):
-                continue
-            base = jp * kc * nr
-            for k in range(kc):
-                s = bo + (btab[pc + k] if table else (pc + k) * b_sk) + j0 * b_sj
-                d = base + k * nr
-                if b_sj == 1:
-                    for jj in range(w):
-                        bp[d + jj] = b[s + jj]
-                else:
-                    for jj in range(w):
-                        bp[d + jj] = b[s + jj * b_sj]
-                for jj in range(w, nr):
-                    bp[d + jj] = 0
-        # A read in place needs no L2 block of its rows: all rows then share each B panel
-        # while it is in L1 (only the last panel may be packed, into the scratch's first)
-        for ic in range(0, rows, rows if direct_a else MC):
-            mc = rows - ic if direct_a else min(MC, rows - ic)
-            mpan = (mc + MR - 1) // MR
-            for ip in range(mpan):
-                i0 = ic + ip * MR
-                h = min(MR, rows - i0)
-                if direct_a and (h >= 4 or merge):
-                    continue
-                base = 0 if direct_a else ip * kc * MR
-                for k in range(kc):
-                    d = base + k * MR
-                    s = ao + i0 * a_si + (pc + k) * a_sk
-                    for ii in range(h):
-                        ap[d + ii] = a[s + ii * a_si]
-                    for ii in range(h, MR):
-                        ap[d + ii] = 0
-            for jp in range(npan):
-                j0 = jp * nr
-                w = min(nr, cols - j0)
-                for ip in range(mpan - 1 if merge else mpan):
-                    i0 = ic + ip * MR
-                    h = rows - i0 if merge and ip == mpan - 2 else min(MR, rows - i0)
-                    co = oo + i0 * ldo + j0
-                    # (eight rows have a kernel of their own only where 16 accumulators
-                    # leave registers to spare: AVX-512's; on AVX2 it spilled three of them)
-                    full_h = h == MR or h == 4 or (h == 8 and MR > 8)
-                    split_h = direct_a and not full_h and h > 4
-                    in_place = direct and (w == nr or full_h or split_h)
-                    if panels:
-                        bsrc, boff, ldb = b, bo + j0 * kk + pc * nr, nr
-                    elif in_place:
-                        bsrc, boff, ldb = b, bo + (0 if table else pc * b_sk) + j0, b_sk
-                    else:
-                        bsrc, boff, ldb = bp, jp * kc * nr, nr
-                    rows_at = in_place and table     # B's rows by the table
-                    # the epilogue with the last block of k, on the sums in registers
-                    ep = (epi[0], epi[1] + i0 * epi[2] + _cols(epi, j0), epi[2],
-                          epi[3] if pc + kc == kk else 0)
-                    if direct_a and (full_h or split_h):
-                        asrc, aoff, a_k, a_r = a, ao + i0 * a_si + pc, 1, a_si
-                    else:
-                        asrc, aoff, a_k, a_r = ap, 0 if direct_a else ip * kc * MR, MR, 1
-                    if full_h:
-                        _micro_at(kt, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at,
-                                  btab, pc, out, co, ldo, kc, pc > 0, w, nr, ep)
-                        continue
-                    # A split panel is two pieces: the least kernel height of at least
-                    # h - 4 rows, then its last four rows; rows both cover get the same bits
-                    # again, except where partial sums wait in out (pc > 0): there the
-                    # second piece goes through the buffer and only its new rows are kept.
-                    # A padded panel goes through the buffer.
-                    first = 4 if h <= 8 else 8 if h <= 12 and MR > 8 else MR
-                    for piece in range(2 if split_h else 1):
-                        kh, r0, keep, n_in = h, 0, 0, h
-                        if split_h:
-                            kh = first if piece == 0 else 4
-                            r0 = 0 if piece == 0 else h - 4
-                            keep, n_in = first - r0, 4
-                        buffered = not split_h or (piece == 1 and pc > 0)
-                        if buffered:
-                            if pc > 0:
-                                for ii in range(n_in):
-                                    for jj in range(w):
-                                        cb[ii * nr + jj] = out[co + (r0 + ii) * ldo + jj]
-                            ct, cto, ctl, wk = cb, 0, nr, nr if not split_h else w
-                        else:
-                            ct, cto, ctl, wk = out, co + r0 * ldo, ldo, w
-                        _micro_at(kt, kh, asrc, aoff + r0 * a_r, a_k, a_r, bsrc, boff, ldb,
-                                  rows_at, btab, pc, ct, cto, ctl, kc, pc > 0, wk, nr, none)
-                        if buffered:
-                            for ii in range(keep, n_in):
-                                for jj in range(w):
-                                    out[co + (r0 + ii) * ldo + jj] = cb[ii * nr + jj]
-
-
 @njit(nogil=True, error_model="numpy")
 def _micro_at(kt, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at, btab, pc, c, co, ldc,
               kc, load, w, nr, ep):
@@ -373,29 +255,20 @@ def _micro_at(kt, h, asrc, aoff, a_k, a_r, bsrc, boff, ldb, rows_at, btab, pc, c
          c, co, ldc, kc, load, w, ep[0], ep[1], ep[2], ep[3])
 
 
-# named by SOURCE_TAG: they call micro_ir's kernels, whose edits numba's cache would not see
-# (this and the two above are called by address or from compiled code only: no Python wrapper)
-_block = njit(cache=True, nogil=True, no_cfunc_wrapper=True, no_cpython_wrapper=True,
-             error_model="numpy")(
-    rebind(_block_template, f"block_{SOURCE_TAG}", {}))
-
-
 def _signatures(dt):
-    """The signatures the tile entries call the blocked path and _dot_rows with,
-    for element type ``dt`` (numba's)."""
+    """The signatures the tile entries call their callees with, for element type ``dt``
+    (numba's)."""
     v, i, b = types.Array(dt, 1, "C"), types.int64, types.boolean
-    t = types.Array(types.int64, 1, "C")
-    return {"block": types.none(v, i, i, i, v, i, i, i, v, i, i, i, i, i, v, v, v, b, t, b,
-                                types.Tuple((v, i, i, i)), t),
-            "dot_rows": types.none(v, i, i, i, v, i, i, v, i, i, i, i, i, v, b)}
+    return {"dot_rows": types.none(v, i, i, i, v, i, i, v, i, i, i, i, i, v, b)}
 
 
 TILE = micro_ir.SLOTS       # kernels(...)[TILE]: the address of the tile product entry
-# kernels(...)[TILE + 1 + k]: the addresses of the tile entries' callees, in CALLEES order;
-# the entries call them through these (by_address): their code is compiled once, as itself,
-# not linked into each entry and optimised again there (the blocked path: about 1 s)
-CALLEES = {"block": _block, "dot_rows": _dot_rows}
-_AT = {name: by_address.caller(TILE + 1 + k,
+BLOCKED_AT = TILE + 1       # kernels(...)[BLOCKED_AT]: the blocked driver (driver_ir)
+# kernels(...)[BLOCKED_AT + 1 + k]: the addresses of the tile entries' numba callees, in
+# CALLEES order; the entries call them through these (by_address): their code is compiled
+# once, as itself, not linked into each entry and optimised again there
+CALLEES = {"dot_rows": _dot_rows}
+_AT = {name: by_address.caller(BLOCKED_AT + 1 + k,
                                lambda dt, name=name: _signatures(dt)[name])
        for k, name in enumerate(CALLEES)}
 
@@ -408,13 +281,12 @@ def _direct(fn):
 # every path, its callees linked: for the tests that call a tile product directly
 tile_product = njit(cache=True, nogil=True, no_cfunc_wrapper=True, error_model="numpy")(
     rebind(_tile_product, f"tile_product_{SOURCE_TAG}",
-           {"BLOCK_AT": _direct(_block), "DOT_ROWS_AT": _direct(_dot_rows)}))
+           {"DOT_ROWS_AT": _direct(_dot_rows)}))
 # the paths of one entry, inlined into it: compiled once there, not compiled, linked and
 # optimised again as a callee; its own callees called through the table
 _INLINED = {path: njit(nogil=True, error_model="numpy", inline="always")(
     rebind(_tile_product, f"tile_product_{path}_{SOURCE_TAG}",
-           {"FEW": path == "few", "BLOCKED": path == "block", "BLOCK_AT": _AT["block"],
-            "DOT_ROWS_AT": _AT["dot_rows"]}))
+           {"FEW": path == "few", "BLOCKED": path == "block", "DOT_ROWS_AT": _AT["dot_rows"]}))
     for path in ("few", "block")}
 
 
@@ -455,8 +327,8 @@ def kernels(dtype, exact: bool, few: bool = False) -> np.ndarray:
     """The addresses a tiled product passes down (int64): the micro-kernels of the mode and
     element type (micro_ir.kernels, by slot), then at TILE the tile product entry: the one
     of the few-rows paths where ``few`` (every tile takes one: few_rows_only), else the one
-    of the blocked path; after it the addresses of the callees that entry calls (CALLEES;
-    0 for the other path's)."""
+    of the blocked path; at BLOCKED_AT the blocked driver (driver_ir); after it the addresses
+    of the callees the few-rows entry calls (CALLEES; 0 in the blocked path's)."""
     return ready(table(dtype, exact, few))
 
 
@@ -471,7 +343,7 @@ def table(dtype, exact: bool, few: bool = False) -> np.ndarray:
 
 
 def _blank(dtype: np.dtype, exact: bool, path: str) -> np.ndarray:
-    kt = np.zeros(TILE + 1 + len(CALLEES), np.int64)
+    kt = np.zeros(BLOCKED_AT + 1 + len(CALLEES), np.int64)
     if (dtype, path) in _ADDRESSES:
         _fill(kt, dtype, exact, path)
     else:
@@ -529,10 +401,10 @@ def unfilled() -> list:
 def _fill(kt: np.ndarray, dtype: np.dtype, exact: bool, path: str) -> None:
     entry = _entry(dtype, exact, path)      # first: it may wait for the helper's compile
     sigs = _signatures(numba.from_dtype(dtype))
-    used = ("block",) if path == "block" else ("dot_rows",)
-    kt[TILE + 1:] = [by_address.address(fn, sigs[name]) if name in used else 0
-                     for name, fn in CALLEES.items()]
+    kt[BLOCKED_AT + 1:] = [by_address.address(fn, sigs[name]) if path == "few" else 0
+                           for name, fn in CALLEES.items()]
     kt[:TILE] = micro_ir.kernels(dtype, exact)
+    kt[BLOCKED_AT] = driver_ir.address(dtype)       # (tile_product's blocked path: any table)
     kt[TILE] = entry
 
 

@@ -40,15 +40,20 @@ def _machine(triple, cpu, features):
         cpu=cpu, features=features, opt=3, codemodel="jitdefault", jit=True)
 
 
+def object_path(name: str, key_parts: list, folder: str) -> str:
+    """Where compiled_object keeps the module named so in the kernel cache."""
+    key = hashlib.sha1("\n".join([*key_parts, *_target(), llvmlite.__version__]).encode()
+                       ).hexdigest()
+    return os.path.join(kernels_dir(), folder, f"{name}-{key[:16]}.o")
+
+
 def compiled_object(name: str, key_parts: list, text, folder: str) -> bytes:
     """The object code of the LLVM module ``text()`` for numba's target, from the kernel
     cache's ``folder`` (``name`` and a digest of ``key_parts``, the target and llvmlite's
     version), else optimised and compiled now and saved there."""
     target = _target()
-    key = hashlib.sha1("\n".join([*key_parts, *target, llvmlite.__version__]).encode()
-                       ).hexdigest()
-    where = os.path.join(kernels_dir(), folder)
-    path = os.path.join(where, f"{name}-{key[:16]}.o")
+    path = object_path(name, key_parts, folder)
+    where = os.path.dirname(path)
     try:
         with open(path, "rb") as f:
             return f.read()

@@ -24,21 +24,22 @@ lowered and optimised by LLVM twice): this module is built once per element type
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 
 import numpy as np
 from llvmlite import ir
-from numba import types
-from numba.extending import intrinsic
 
 from ..core.jit import file_tag
-from ..core.objcode import compiled_object, loaded
+from ..core.objcode import compiled_object, loaded, object_path
 from . import micro_ir
-from .micro_ir import (EPI_ROW, FULL, HALF, HEIGHTS, I64, MASKED, MR, VBYTES, call_codegen,
-                       once)
+from .micro_ir import (EPI_ROW, FULL, FUSED_EPILOGUE, GEMV, HALF, HEIGHTS, I64, MASKED, MR,
+                       VBYTES, counted_loop, once)
 
 KC = 256                    # k per block: an A panel and a B panel stay in L1
 MC = 8 * MR                 # rows per packed block of A (stays in L2)
+NC_BYTES = 1 << 19          # a packed block of B (KC x NC) stays in L2
+FEW_ROWS = 4                # fewer rows: the few-rows paths (_emit_entry)
 
 SOURCE_TAG = file_tag(__file__)
 
@@ -263,44 +264,170 @@ def _emit_blocked(mod: ir.Module, name: str, fty) -> None:
     bl.ret_void()
 
 
-def _name(dtype: np.dtype) -> str:
-    return f"graphrt_blocked_{dtype.name}"
+def _entry_signature(fty) -> ir.FunctionType:
+    p, t = fty.as_pointer(), I64.as_pointer()
+    #                    a  a_n  ao   a_si a_sk b  b_n  bo   b_sk b_sj o  o_n  oo   ldo
+    return ir.FunctionType(I64, [p, I64, I64, I64, I64, p, I64, I64, I64, I64, p, I64, I64, I64,
+                                 I64, I64, I64, p, I64, I64, t, I64, I64, p, I64, I64, I64, I64,
+                                 t, I64])
+    #                            rows cols kk w w_n exact tab t_n panels e e_n e_off e_si flags
+    #                            kt k_n
+
+
+def _emit_entry(mod: ir.Module, name: str, fty, driver: ir.Function) -> None:
+    """The tile product (microkernel.call_tile's callee): out[oo + i*ldo + j] = A[i, :] @
+    B[:, j] for i < rows, j < cols, its scratch carved from the work row ``w``; returns 1
+    where it applied the epilogue (``flags``), else 0 (the caller then makes its pass).
+    Tiles of fewer than FEW_ROWS rows take a few-rows path where one fits (the same bits as
+    the blocked path, faster): B laid out in panels, each row by the 4-row micro-kernel
+    reading it four times and storing its four equal results at one place (ldc = 0);
+    B's columns contiguous in k (B transposed), eight columns' chains at a time (_dot_rows);
+    B's rows contiguous, each row by the one-row product. Otherwise the blocked driver, NC
+    columns at a time."""
+    fn = ir.Function(mod, _entry_signature(fty), name)
+    (a, _, ao, a_si, a_sk, b, _, bo, b_sk, b_sj, out, _, oo, ldo, rows, cols, kk, work, _,
+     exact, tab, tab_n, panels, e, _, e_off, e_si, flags, kt, _) = fn.args
+    bl = ir.IRBuilder(fn.append_basic_block("entry"))
+    x = _Code(bl)
+    c, mul, add, sub = x.c, bl.mul, bl.add, bl.sub
+    itemsize = 8 if isinstance(fty, ir.DoubleType) else 4
+    nr = 2 * VBYTES // itemsize
+    NR, zero, one = c(nr), ir.Constant(fty, 0.0), c(1)
+    a0, b0, o0, e0 = bl.gep(a, [ao]), bl.gep(b, [bo]), bl.gep(out, [oo]), bl.gep(e, [e_off])
+    no_table = x.eq(tab_n, 0)
+
+    def done(value):
+        """Return ``value`` (the last thing in a branch)."""
+        bl.ret(c(value))
+
+    with bl.if_then(x.eq(kk, 0)):
+        with x.loop(c(0), rows) as i:
+            with x.loop(c(0), cols) as j:
+                bl.store(zero, x.at(o0, mul(i, ldo), j))
+        done(0)
+    few = x.lt(rows, FEW_ROWS)
+    with bl.if_then(x.all(few, bl.icmp_signed("!=", panels, c(0)))):
+        micro_fn = micro_ir._signature(fty).as_pointer()
+        with x.loop(c(0), rows) as i:
+            with x.loop(c(0), cols, NR) as j0:
+                w = x.min(NR, sub(cols, j0))
+                form = x.pick(x.eq(w, NR), c(FULL),
+                              x.pick(x.le(mul(w, c(itemsize)), VBYTES), c(HALF), c(MASKED)))
+                # the 4-row kernel (height slot 2), B's rows ldb apart
+                slot = add(mul(mul(form, c(2)), c(len(HEIGHTS))), c(2))
+                target = bl.inttoptr(bl.load(bl.gep(kt, [slot])), micro_fn)
+                bl.call(target, [x.at(a0, mul(i, a_si)), a_sk, c(0), x.at(b0, mul(j0, kk)), NR,
+                                 tab, x.at(o0, mul(i, ldo), j0), c(0), kk, c(0), w, e0, e_si,
+                                 c(0)])
+        done(0)
+    with bl.if_then(x.all(few, x.eq(b_sk, 1), bl.not_(x.eq(b_sj, 1)), no_table)):
+        with bl.if_else(bl.icmp_signed("!=", exact, c(0))) as (exact_mode, fast_mode):
+            for mode, fused in ((exact_mode, False), (fast_mode, True)):
+                with mode:
+                    _dot_rows(x, fty, fused, a0, a_si, a_sk, b0, b_sj, o0, ldo, rows, cols, kk)
+        done(0)
+    with bl.if_then(x.all(few, x.eq(b_sj, 1), no_table)):
+        gemv_fn = micro_ir._gemv_signature(fty).as_pointer()
+        target = bl.inttoptr(bl.load(bl.gep(kt, [c(GEMV)])), gemv_fn)
+        with x.loop(c(0), rows) as i:
+            bl.call(target, [x.at(a0, mul(i, a_si)), a_sk, b0, b_sk, x.at(o0, mul(i, ldo)), kk,
+                             cols])
+        done(0)
+    # the scratch (microkernel.carve): A's block, B's block of NC columns, the edge buffer
+    kc = x.min(c(KC), kk)
+    nc = c(max(1, NC_BYTES // (KC * nr * itemsize)) * nr)
+    nc = x.min(nc, mul(bl.sdiv(add(cols, c(nr - 1)), NR), NR))
+    mc = x.min(c(MC), mul(bl.sdiv(add(rows, c(MR - 1)), c(MR)), c(MR)))
+    sa = mul(x.pick(x.lt(mc, 1), one, mc), kc)
+    ncols = x.pick(x.lt(nc, nr), NR, nc)
+    bp = bl.gep(work, [sa])
+    cb = bl.gep(bp, [mul(kc, ncols)])
+    tail = bl.srem(rows, c(MR))
+    fuse = ir.Constant(ir.IntType(1), 0)
+    if FUSED_EPILOGUE:
+        fuse = x.all(bl.icmp_signed("!=", flags, c(0)),
+                     x.any(x.eq(tail, 0), x.eq(tail, 8), x.eq(tail, 4)))
+    row_bias = bl.icmp_signed("!=", bl.and_(flags, c(EPI_ROW)), c(0))
+    with x.loop(c(0), cols, ncols) as jc:
+        bl.call(driver, [a0, a_si, a_sk, x.at(b0, mul(jc, b_sj)), b_sk, b_sj, bl.gep(o0, [jc]),
+                         ldo, rows, x.min(ncols, sub(cols, jc)), kk, work, bp, cb, tab, tab_n,
+                         panels, bl.gep(e0, [x.pick(row_bias, c(0), jc)]), e_si,
+                         x.pick(fuse, flags, c(0)), kt])
+    bl.ret(bl.zext(fuse, I64))
+
+
+def _dot_rows(x: _Code, fty, fused: bool, a, a_si, a_sk, b, b_sj, out, ldo, rows, cols, kk):
+    """out[i*ldo + j] = sum_k a[i*a_si + k*a_sk] * b[j*b_sj + k] (B's columns contiguous in
+    k), each an FMA chain over k ascending from 0 (exact: a rounded multiply and a rounded
+    add), eight columns in flight (an FMA's latency is about four times its rate), then the
+    rest one by one."""
+    bl = x.b
+    c, mul, add = x.c, bl.mul, bl.add
+    z = ir.Constant(fty, 0.0)
+    fma = micro_ir._intrinsic(bl.module, "llvm.fma.f64" if isinstance(fty, ir.DoubleType)
+                              else "llvm.fma.f32", ir.FunctionType(fty, [fty] * 3))
+
+    def step(u, v, acc):
+        return bl.call(fma, [u, v, acc]) if fused else bl.fadd(acc, bl.fmul(u, v))
+
+    blocks = bl.sdiv(cols, c(8))
+    with x.loop(c(0), rows) as i:
+        arow = x.at(a, mul(i, a_si))
+        orow = x.at(out, mul(i, ldo))
+        with x.loop(c(0), blocks) as jb:
+            j0 = mul(jb, c(8))
+            cols8 = [x.at(b, mul(add(j0, c(u)), b_sj)) for u in range(8)]
+            k, accs, finish = counted_loop(bl, kk, [z] * 8)
+            v = bl.load(x.at(arow, mul(k, a_sk)))
+            sums = finish([step(v, bl.load(bl.gep(col, [k])), s)
+                           for col, s in zip(cols8, accs)])
+            for u, s in enumerate(sums):
+                bl.store(s, bl.gep(orow, [add(j0, c(u))]))
+        with x.loop(mul(blocks, c(8)), cols) as j:
+            col = x.at(b, mul(j, b_sj))
+            k, (acc,), finish = counted_loop(bl, kk, [z])
+            (s,) = finish([step(bl.load(x.at(arow, mul(k, a_sk))), bl.load(bl.gep(col, [k])),
+                                acc)])
+            bl.store(s, bl.gep(orow, [j]))
+
+
+def _names(dtype: np.dtype) -> list[str]:
+    """The module's functions: the tile product entry, the blocked driver."""
+    return [f"graphrt_tile_{dtype.name}", f"graphrt_blocked_{dtype.name}"]
 
 
 def module_text(dtype: np.dtype) -> str:
-    """The driver's LLVM IR for ``dtype`` (unoptimised)."""
-    mod = ir.Module(name=_name(dtype))
+    """The entry's and the driver's LLVM IR for ``dtype`` (unoptimised)."""
+    entry, blocked = _names(dtype)
+    mod = ir.Module(name=blocked)
     mod.triple = micro_ir.llb.get_process_triple()
-    _emit_blocked(mod, _name(dtype), ir.DoubleType() if dtype == np.float64 else ir.FloatType())
+    fty = ir.DoubleType() if dtype == np.float64 else ir.FloatType()
+    _emit_blocked(mod, blocked, fty)
+    _emit_entry(mod, entry, fty, mod.get_global(blocked))
     return str(mod)
 
 
-def _load(dtype: np.dtype) -> int:
-    obj = compiled_object(f"blocked-{dtype.name}",
-                          [SOURCE_TAG, micro_ir.SOURCE_TAG, dtype.name, str(VBYTES)],
-                          lambda: module_text(dtype), "gemm")
-    return int(loaded(obj, [_name(dtype)])[0])
+def _key(dtype: np.dtype) -> tuple:
+    return (f"tile-{dtype.name}", [SOURCE_TAG, micro_ir.SOURCE_TAG, dtype.name, str(VBYTES)],
+            "gemm")
+
+
+def _load(dtype: np.dtype) -> np.ndarray:
+    name, parts, folder = _key(dtype)
+    return loaded(compiled_object(name, parts, lambda: module_text(dtype), folder),
+                  _names(dtype))
+
+
+def cached(dtype: np.dtype) -> bool:
+    """Whether the kernel cache holds the module's object code for ``dtype``."""
+    return os.path.exists(object_path(*_key(dtype)))
 
 
 _LOCK = threading.Lock()
 _ADDRESSES: dict = {}
 
 
-def address(dtype) -> int:
-    """The driver's address for ``dtype`` (float32 or float64), loaded once per process."""
+def addresses(dtype) -> np.ndarray:
+    """(the entry's, the driver's address) for ``dtype`` (float32 or float64), loaded once
+    per process (built and cached the first time: about 0.3 s)."""
     return once(_ADDRESSES, _LOCK, (np.dtype(dtype),), _load)
-
-
-@intrinsic
-def call_blocked(typingctx, addr, a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows,
-                 cols, kk, ap, bp, cb, tab, tab_n, panels, e, e_off, e_si, flags, kt):
-    """The driver at ``addr`` on a[ao:], b[bo:], out[oo:], e[e_off:], the scratch ap, bp, cb,
-    the row table tab (int64, tab_n of it used: 0 for none) and the tile table kt (arrays of
-    the element type; the other arguments integers or booleans)."""
-    sig = types.void(addr, a, ao, a_si, a_sk, b, bo, b_sk, b_sj, out, oo, ldo, rows, cols,
-                     kk, ap, bp, cb, tab, tab_n, panels, e, e_off, e_si, flags, kt)
-    layout = [(1, 2), 3, 4, (5, 6), 7, 8, (9, 10), 11, 12, 13, 14, (15, None), (16, None),
-              (17, None), (18, None), 19, 20, (21, 22), 23, 24, (25, None)]
-    codegen = call_codegen(lambda context, sig: _signature(
-        context.get_value_type(sig.args[1].dtype)), layout)
-    return sig, codegen

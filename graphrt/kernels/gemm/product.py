@@ -38,6 +38,7 @@ from ..core.held import held_buffer
 from ..core.jit import Variants
 from ..core.pointwise import relu_float
 from . import blas, microkernel
+from .driver_ir import FEW_ROWS
 
 EXACT = False
 GEMM = False
@@ -385,11 +386,11 @@ def _plan_tiles(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=Tru
     fb = _operand(int(geo[_B_SK]), int(geo[_B_SJ]), k, n)
     if not own and (fa is None or fb is None or max(m, n, k, fa[1], fb[1]) > blas.INT_MAX):
         return None
-    # a few rows over a transposed B run as scalar chains (microkernel._dot_rows), about
+    # a few rows over a transposed B run as scalar chains (driver_ir._dot_rows), about
     # DOT_SLOWER times the micro-kernel's time a multiply-add: tiles of the same time
     # (and a few rows over panels at about ROW_SLOWER times)
-    dot = own and m < microkernel.FEW_ROWS and geo[_B_SK] == 1 and geo[_B_SJ] != 1
-    rows = own and m < microkernel.FEW_ROWS and bool(panels)
+    dot = own and m < FEW_ROWS and geo[_B_SK] == 1 and geo[_B_SJ] != 1
+    rows = own and m < FEW_ROWS and bool(panels)
     mb, cb = tiling(nb, m, n, k * (DOT_SLOWER if dot else ROW_SLOWER if rows else 1))
     g = np.zeros(22, dtype=np.int64)
     g[_T_PANELS] = panels
@@ -415,9 +416,7 @@ def _plan_tiles(variants, dt, nb, offa, offb, geo, alpha=1.0, beta=1.0, fold=Tru
     call.alpha, call.beta = dt.type(alpha), dt.type(beta)
     call.unit = np.array([1, 0], dtype=dt)
     call.btab = microkernel.NO_TABLE if btab is None else np.asarray(btab, dtype=np.int64)
-    few = microkernel.few_rows_only(min(m, mb), int(g[_T_B_SK]), int(g[_T_B_SJ]),
-                                    call.btab.size > 0, bool(panels))
-    call.kt = microkernel.table(dt, exact, few) if own else call.btab
+    call.kt = microkernel.table(dt, exact) if own else call.btab
     return call
 
 

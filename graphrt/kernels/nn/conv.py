@@ -452,9 +452,8 @@ def _tile_plan(images, groups, mg, kk, p_, dtype):
     tasks = base * ceil_div(mg, max(1, mb))
     fn = CONV_TILES.get(False, tasks > 1 and tasks * mb * pb * kk >= PARALLEL_WORK)
     ensure_layer()          # numba.get_thread_id needs the threading layer running
-    few = microkernel.few_rows_only(min(mg, max(1, mb)), max(1, pb), 1, False, False)
     return fn, (images, groups, mg, kk, max(1, pb), max(1, mb), tasks), \
-        microkernel.table(dtype, False, few)
+        microkernel.table(dtype, False)
 
 
 def image_chunk(n_images, col_per_image, itemsize):

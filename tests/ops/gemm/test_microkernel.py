@@ -47,25 +47,25 @@ def product(a, b, *, transposed_b=False, exact=False, table=False, panels=False)
     m, k = a.shape
     n = b.shape[0] if transposed_b else b.shape[1]
     out = np.full(m * n, np.nan, a.dtype)
-    ap, bp, cb = mk.carve(mk.work_for(out.dtype)[0], m, n, k)
+    work = mk.work_for(out.dtype)[0]
     plain = (out, 0, 0, 0)        # no epilogue
     kt = mk.kernels(out.dtype, exact)
     if transposed_b:    # b holds B^T (n, k): B[k, j] at j * k + k
         mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, 1, k, out, 0, n, m, n, k,
-                        ap, bp, cb, exact, mk.NO_TABLE, False, plain, kt)
+                        work, exact, mk.NO_TABLE, False, plain, kt)
     elif table:         # B's rows in reverse order, n + 3 apart, found through the table
         src = np.full((k, n + 3), np.nan, a.dtype)
         src[::-1, 2:n + 2] = b
         tab = np.arange(k - 1, -1, -1, dtype=np.int64) * (n + 3) + 2
         mk.tile_product(a.reshape(-1), 0, k, 1, src.reshape(-1), 0, 0, 1, out, 0, n, m, n, k,
-                        ap, bp, cb, exact, tab, False, plain, kt)
+                        work, exact, tab, False, plain, kt)
     elif panels:        # B as NR-column panels laid out once (constant weights)
         mk.tile_product(a.reshape(-1), 0, k, 1, mk.pack_panels(b, a.dtype), 0,
-                        mk.nr_of(a.itemsize), k, out, 0, n, m, n, k, ap, bp, cb, exact,
+                        mk.nr_of(a.itemsize), k, out, 0, n, m, n, k, work, exact,
                         mk.NO_TABLE, True, plain, kt)
     else:
         mk.tile_product(a.reshape(-1), 0, k, 1, b.reshape(-1), 0, n, 1, out, 0, n, m, n, k,
-                        ap, bp, cb, exact, mk.NO_TABLE, False, plain, kt)
+                        work, exact, mk.NO_TABLE, False, plain, kt)
     return out.reshape(m, n)
 
 
@@ -289,9 +289,9 @@ def test_exact_arithmetic_gives_the_blocked_kernels_bits(m, k, n, dt, monkeypatc
 @pytest.mark.parametrize("mode", ["fast", "exact"])
 @pytest.mark.parametrize("weights", ["constant", "input", "transposed"])
 def test_few_rows_entry_gives_the_blocked_entrys_bits(weights, mode):
-    """A product whose tiles all have fewer than FEW_ROWS rows runs on the tile entry of the
-    few-rows paths, a larger one on the entry of the blocked path (microkernel.kernels, one
-    compile each): a row's bits are the same on both."""
+    """A product whose tiles all have fewer than FEW_ROWS rows takes one of the tile entry's
+    few-rows paths (driver_ir), a larger one its blocked path: a row's bits are the same on
+    both."""
     from onnx import TensorProto, helper, numpy_helper
     rng = np.random.default_rng(7)
     a = rng.standard_normal((9, 70)).astype(np.float32)

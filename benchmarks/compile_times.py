@@ -81,7 +81,6 @@ REASONS = (
     ("pool.maxpool_plane", "the phase split (copy_phases), the NaN check and the output "
                            "copy linked in beside three tap loops (plain max, NaN-aware max, "
                            "the fill); which max loop runs depends on the data"),
-    ("microkernel._dot_rows", "eight FMA chains unrolled beside the remainder loop"),
     ("product.matmul_tiles", "one tile template for every product: the epilogue, Relu and "
                              "NaN passes beside the tile loop"),
     ("product.gemm_tiles", "one tile template for every product: the epilogue, Relu and "

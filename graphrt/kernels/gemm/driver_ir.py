@@ -1,25 +1,28 @@
-"""The blocked tile driver of the GEMM as machine code of its own (LLVM IR written here).
+"""The GEMM's tile product as machine code of its own (LLVM IR written here): the entry
+that compiled kernels call through its address (microkernel.call_tile), its few-rows paths
+and the blocked driver.
 
-For a tile of ``rows`` x ``cols`` outputs over kk values of k, the driver walks blocks of KC
-values of k (the partial sums waiting in ``out`` between blocks), packs the panels of B and
-A that cannot be read in place into the scratch ``bp`` and ``ap`` (zero-padded: MR-row
-panels of A, NR-column panels of B, k-major), and calls a micro-kernel of micro_ir for each
-MR x NR piece, through the addresses of the table ``kt``:
+    out[oo + i*ldo + j] = sum_k a[ao + i*a_si + k*a_sk] * b[bo + row_k + j*b_sj]
+                          (i < rows, j < cols; row_k = tab[k] where the row table ``tab``
+                          is not empty, else k*b_sk)
 
-    out[i*ldo + j] (+)= sum_{k in the block} a[i*a_si + k*a_sk] * b[row_k + j*b_sj]
+Every sum is a micro-kernel's (micro_ir; microkernel's docstring: one chain over k
+ascending per element), so the bits depend only on the element's row, column and K. The
+blocked driver walks blocks of KC values of k (the partial sums waiting in ``out`` between
+blocks), packs the panels of B and A that cannot be read in place into scratch carved from
+the caller's work row (zero-padded: MR-row panels of A, NR-column panels of B, k-major; B
+given as microkernel.pack_panels lays it out is read in place), and calls a micro-kernel for
+each MR x NR piece through the addresses of the table ``kt``. The last row panel, of a
+height without a kernel (rows % MR), runs as two pieces with A in place (the least kernel
+height of at least h - 4 rows, then its last four rows), merged with the panel before it
+where it has fewer than four rows, or else through a padded panel of A and an edge buffer.
+Tiles of fewer than FEW_ROWS rows take a path of their own where one fits (_emit_entry):
+the same operations, so the same bits, faster.
 
-row_k = tab[k] where ``tab`` is not empty (B's rows by a table), else k*b_sk; ``panels``: B
-is laid out as microkernel.pack_panels makes it. It only decides where each piece is read
-and written; every sum is the micro-kernels' (microkernel's docstring), so its bits are
-theirs. The last row panel, of a height without a kernel (rows % MR), runs as two pieces
-with A in place (the least kernel height of at least h - 4 rows, then its last four rows),
-merged with the panel before it where it has fewer than four rows, or else through a padded
-panel of A and the buffer ``cb``.
-
-Written as numba code, the same driver took 2.0-2.8 s to compile (its many loops typed,
-lowered and optimised by LLVM twice): this module is built once per element type in about
-0.1 s and kept as object code in the kernel cache. Compiled code calls it through
-``call_blocked`` with the address from the tile table.
+Written as numba code, this took about 4.5 s to compile in a cold process (the blocked
+driver alone 2.0-2.8 s: its many loops typed, lowered and optimised by LLVM twice; the
+entries, _dot_rows and the micro-kernel dispatcher the rest): this module is built once
+per element type in about 0.3 s and kept as object code in the kernel cache.
 """
 from __future__ import annotations
 
@@ -132,8 +135,9 @@ class _Code:
 
 
 def _emit_blocked(mod: ir.Module, name: str, fty) -> None:
-    """The driver (module docstring); a line by line rendering of the rules in the
-    comments."""
+    """The blocked driver (module docstring) on a tile whose operands start at a, b, out
+    and e (the epilogue's operand; its ``flags`` applied with the last block of k), the
+    scratch ap, bp and cb carved by the entry."""
     fn = ir.Function(mod, _signature(fty), name)
     (a, a_si, a_sk, b, b_sk, b_sj, out, ldo, rows, cols, kk, ap, bp, cb, tab, tab_n, panels,
      e, e_si, flags, kt) = fn.args

@@ -10,11 +10,11 @@ the back, one at a time; a step whose kernel the helper took waits for it and th
 from the cache (milliseconds). The machine code is the same wherever it was compiled (same
 numba, flags and CPU), so the bits are too.
 
-The GEMM tile entry (gemm/microkernel.py, the costliest single compile) is asked of the
-helper earlier still, when a session whose graph has a matrix product or a convolution is
+The GEMM tile product's machine code (gemm/driver_ir.py's entry and micro_ir's
+micro-kernels: LLVM IR, about 1 s to build) is asked of the helper earlier still, when a session whose graph has a matrix product or a convolution is
 made (prefetch_tiles): this process makes its passes, folds its constants and plans
 meanwhile, and waits for the entry when a plan first needs it (unless that comes so soon
-that the helper is still starting: then it compiles the entry itself).
+that the helper is still starting: then it builds the entry itself).
 
 Nothing is shared with fewer than MIN_SHARED missing kernels, on one core, or with
 GRAPHRT_COMPILE_HELPER=0; a helper that fails leaves its kernel to this process.
@@ -135,7 +135,7 @@ class Sharing:
 
 
 def prefetch_tiles(kernels, exact: bool) -> None:
-    """Have the helper compile the float32 tile entry of ``exact``'s mode now, when one of
+    """Have the helper build the float32 tile entry of ``exact``'s mode now, when one of
     ``kernels`` (the graph's) runs tile products and the cache lacks the entry."""
     from ..kernels.gemm import microkernel
     key = (np.dtype(np.float32), bool(exact))

@@ -134,6 +134,27 @@ class _Code:
                         self.at(dst, b.mul(ii, d_row), b.mul(jj, d_col)))
 
 
+def _itemsize(fty) -> int:
+    return 8 if isinstance(fty, ir.DoubleType) else 4
+
+
+def _micro(x: _Code, fty, kt, h, a, a_k, a_r, b, ldb, rows_at, tab, c, ldc, kc, load, w, e,
+           e_si, flags) -> None:
+    """A call of the micro-kernel of ``kt`` for h rows (MR, 8 or 4; any other: MR) and w
+    columns (w = NR: a full tile; else the first w, in one vector where they fit), B's rows
+    by ``tab`` (rows_at, an i1) or ldb apart (micro_ir's signature)."""
+    bl, k = x.b, x.c
+    itemsize = _itemsize(fty)
+    nr = k(2 * VBYTES // itemsize)
+    form = x.pick(x.eq(w, nr), k(FULL),
+                  x.pick(x.le(bl.mul(w, k(itemsize)), VBYTES), k(HALF), k(MASKED)))
+    height = x.pick(x.eq(h, 8), k(1), x.pick(x.eq(h, 4), k(2), k(0)))
+    slot = bl.add(bl.mul(bl.add(bl.mul(form, k(2)), bl.zext(rows_at, I64)), k(len(HEIGHTS))),
+                  height)
+    target = bl.inttoptr(bl.load(bl.gep(kt, [slot])), micro_ir._signature(fty).as_pointer())
+    bl.call(target, [a, a_k, a_r, b, ldb, tab, c, ldc, kc, load, w, e, e_si, flags])
+
+
 def _emit_blocked(mod: ir.Module, name: str, fty) -> None:
     """The blocked driver (module docstring) on a tile whose operands start at a, b, out
     and e (the epilogue's operand; its ``flags`` applied with the last block of k), the
@@ -144,22 +165,15 @@ def _emit_blocked(mod: ir.Module, name: str, fty) -> None:
     bl = ir.IRBuilder(fn.append_basic_block("entry"))
     x = _Code(bl)
     c, mul, add, sub = x.c, bl.mul, bl.add, bl.sub
-    itemsize = 8 if isinstance(fty, ir.DoubleType) else 4
+    itemsize = _itemsize(fty)
     nr = 2 * VBYTES // itemsize
     NR, cMR, zero = c(nr), c(MR), ir.Constant(fty, 0.0)
     one = c(1)
     no = ir.Constant(ir.IntType(1), 0)
-    micro_fn = micro_ir._signature(fty).as_pointer()
 
     def micro(h, a_ptr, a_k, a_r, b_ptr, ldb, rows_at, pc, c_ptr, ldc, kc, w, e_ptr, fl):
-        """The micro-kernel for h rows (MR, 8 or 4; any other: MR) and w columns."""
-        form = x.pick(x.eq(w, NR), c(FULL),
-                      x.pick(x.le(mul(w, c(itemsize)), VBYTES), c(HALF), c(MASKED)))
-        height = x.pick(x.eq(h, 8), c(1), x.pick(x.eq(h, 4), c(2), c(0)))
-        slot = add(mul(add(mul(form, c(2)), bl.zext(rows_at, I64)), c(len(HEIGHTS))), height)
-        target = bl.inttoptr(bl.load(bl.gep(kt, [slot])), micro_fn)
-        bl.call(target, [a_ptr, a_k, a_r, b_ptr, ldb, bl.gep(tab, [pc]), c_ptr, ldc, kc,
-                         bl.zext(x.lt(c(0), pc), I64), w, e_ptr, e_si, fl])
+        _micro(x, fty, kt, h, a_ptr, a_k, a_r, b_ptr, ldb, rows_at, bl.gep(tab, [pc]), c_ptr,
+               ldc, kc, bl.zext(x.lt(c(0), pc), I64), w, e_ptr, e_si, fl)
 
     table = x.lt(c(0), tab_n)
     in_panels = bl.icmp_signed("!=", panels, c(0))
@@ -294,7 +308,7 @@ def _emit_entry(mod: ir.Module, name: str, fty, driver: ir.Function) -> None:
     bl = ir.IRBuilder(fn.append_basic_block("entry"))
     x = _Code(bl)
     c, mul, add, sub = x.c, bl.mul, bl.add, bl.sub
-    itemsize = 8 if isinstance(fty, ir.DoubleType) else 4
+    itemsize = _itemsize(fty)
     nr = 2 * VBYTES // itemsize
     NR, zero, one = c(nr), ir.Constant(fty, 0.0), c(1)
     a0, b0, o0, e0 = bl.gep(a, [ao]), bl.gep(b, [bo]), bl.gep(out, [oo]), bl.gep(e, [e_off])
@@ -311,18 +325,12 @@ def _emit_entry(mod: ir.Module, name: str, fty, driver: ir.Function) -> None:
         done(0)
     few = x.lt(rows, FEW_ROWS)
     with bl.if_then(x.all(few, bl.icmp_signed("!=", panels, c(0)))):
-        micro_fn = micro_ir._signature(fty).as_pointer()
         with x.loop(c(0), rows) as i:
             with x.loop(c(0), cols, NR) as j0:
-                w = x.min(NR, sub(cols, j0))
-                form = x.pick(x.eq(w, NR), c(FULL),
-                              x.pick(x.le(mul(w, c(itemsize)), VBYTES), c(HALF), c(MASKED)))
-                # the 4-row kernel (height slot 2), B's rows ldb apart
-                slot = add(mul(mul(form, c(2)), c(len(HEIGHTS))), c(2))
-                target = bl.inttoptr(bl.load(bl.gep(kt, [slot])), micro_fn)
-                bl.call(target, [x.at(a0, mul(i, a_si)), a_sk, c(0), x.at(b0, mul(j0, kk)), NR,
-                                 tab, x.at(o0, mul(i, ldo), j0), c(0), kk, c(0), w, e0, e_si,
-                                 c(0)])
+                _micro(x, fty, kt, c(4), x.at(a0, mul(i, a_si)), a_sk, c(0),
+                       x.at(b0, mul(j0, kk)), NR, ir.Constant(ir.IntType(1), 0), tab,
+                       x.at(o0, mul(i, ldo), j0), c(0), kk, c(0), x.min(NR, sub(cols, j0)), e0,
+                       e_si, c(0))
         done(0)
     with bl.if_then(x.all(few, x.eq(b_sk, 1), bl.not_(x.eq(b_sj, 1)), no_table)):
         with bl.if_else(bl.icmp_signed("!=", exact, c(0))) as (exact_mode, fast_mode):

@@ -462,7 +462,8 @@ def _folds():
 @pytest.mark.parametrize("index", range(len(_folds())))
 def test_a_fold_numpy_computes_has_the_kernels_bits(index):
     """Constant folds of integer and bool arithmetic (Abs, Neg, Min and Max too), comparisons
-    and element moves are computed by numpy (no kernel compiled for them): the same bits as the kernel's run."""
+    and element moves are computed by numpy (no kernel compiled for them): the same bits as
+    the kernel's run."""
     from .helpers import kernel_run
     cls, inputs, attrs = _folds()[index]
     run = kernel_run(cls, list(inputs), attrs)

@@ -11,8 +11,8 @@ from the cache (milliseconds). The machine code is the same wherever it was comp
 numba, flags and CPU), so the bits are too.
 
 The GEMM tile product's machine code (gemm/driver_ir.py's entry and micro_ir's
-micro-kernels: LLVM IR, about 1 s to build) is asked of the helper earlier still, when a session whose graph has a matrix product or a convolution is
-made (prefetch_tiles): this process makes its passes, folds its constants and plans
+micro-kernels: LLVM IR, about 1 s to build) is asked of the helper earlier still, when a
+session whose graph has a matrix product or a convolution is made (prefetch_tiles): this process makes its passes, folds its constants and plans
 meanwhile, and waits for the entry when a plan first needs it (unless that comes so soon
 that the helper is still starting: then it builds the entry itself).
 

@@ -291,13 +291,20 @@ class Unary(Pointwise):
 
     def run(self, ctx: RunContext) -> None:
         out = ctx.flat_out[0]
-        if self.UFUNC is not None and out.dtype.kind in "iu" and folding():
+        if numpy_folds(self.UFUNC, out.dtype):
             self.UFUNC(ctx.flat_in[0], out=out)
             return
         buf = result_buffer(ctx, out)
         fn, args = self._call(ctx, widen(ctx, ctx.flat_in[0]), buf)
         fn(*args)
         narrow(out, buf)
+
+
+def numpy_folds(ufunc, dtype: np.dtype, kinds: str = "iu") -> bool:
+    """Whether a constant fold (base.folding) computes an operator with numpy's ``ufunc``
+    (None: never) on operands of ``dtype``: integers (and bools, ``kinds`` "biu"), where
+    numpy's wrapping arithmetic and exact comparisons give the kernel's bits."""
+    return ufunc is not None and dtype.kind in kinds and folding()
 
 
 class Binary(Pointwise):
@@ -348,7 +355,7 @@ class Binary(Pointwise):
     def run(self, ctx: RunContext) -> None:
         a, b = ctx.flat_in
         out = ctx.flat_out[0]
-        if self.UFUNC is not None and a.dtype.kind in "biu" and folding() and \
+        if numpy_folds(self.UFUNC, a.dtype, "biu") and \
                 (self.node.domain != "" or self.node.opset >= 7):
             self.UFUNC(ctx.inputs[0], ctx.inputs[1], out=ctx.outputs[0])
             return

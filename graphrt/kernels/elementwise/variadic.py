@@ -24,10 +24,11 @@ import numpy as np
 from numba import njit
 
 from ... import dtypes as _dt
-from ..core.base import InferContext, OpKernel, RunContext, folding, scratch
+from ..core.base import InferContext, OpKernel, RunContext, scratch
 from ..core.broadcast import Walk, broadcast_shape, element_strides
 from ..core.floats import FLOATS, compute_dtype, narrow, result_buffer, widen
-from ..core.pointwise import binary_path, binary_variants, in_place_form, pick, small_ints
+from ..core.pointwise import (binary_path, binary_variants, in_place_form, numpy_folds, pick,
+                              small_ints)
 from .arithmetic import ADD_VARIANTS, FDIV_VARIANTS
 
 
@@ -93,7 +94,7 @@ class _Variadic(OpKernel):
     def run(self, ctx: RunContext) -> None:
         steps, temps, walks, pairs, mean = ctx.prepared
         out = ctx.flat_out[0]
-        if self.UFUNC is not None and out.dtype.kind in "iu" and folding():
+        if numpy_folds(self.UFUNC, out.dtype):
             # (Binary.UFUNC's reason; in any order: integer min and max are exact)
             got = ctx.outputs[0]
             got[...] = ctx.inputs[0]
